@@ -1,0 +1,65 @@
+# Sagebox: two commands set everything up on a fresh machine.
+#   make demo   build artifacts, deploy them into the embedded AWS, invoke and benchmark them
+#   make test   run the whole test suite (CI runs this through .ci/run)
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Extra pip options, e.g. PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu" where the CPU
+# torch wheel is not on a local find-links path.
+PIP_ARGS ?=
+STAMP := $(VENV)/.sagebox-installed
+NODE_STAMP := node_modules/.sagebox-installed
+PYTEST_ARGS ?=
+
+.PHONY: help venv node podman demo test lint typecheck image down clean
+
+help:
+	@echo "make demo   - build, deploy and benchmark the demo on the embedded AWS (no account needed)"
+	@echo "make test   - lint, type-check and run every test suite"
+	@echo "make image  - build the serving image and check /ping and /invocations through the Docker API"
+	@echo "make down   - stop everything 'make demo' started"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "Installing Python dependencies into $(VENV) (first time: ~2 min)"
+	@$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
+	@$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') and '+cu' not in v and torch.version.cuda is None else f'wrong torch build: {v}')"
+	@touch $@
+
+venv: $(STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	@echo "Installing the pinned AWS CDK CLI (npm ci)"
+	@npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+node: $(NODE_STAMP)
+
+podman: venv
+	@$(BIN)/python -m scripts.cli containers setup
+
+demo: venv node
+	@$(BIN)/sagebox up
+
+down: venv
+	@$(BIN)/sagebox down
+
+lint: venv
+	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
+
+typecheck: venv
+	@$(BIN)/mypy container infra neuron_emu scripts
+
+test: venv node podman lint typecheck
+	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+image: venv podman
+	@$(BIN)/sagebox image check
+
+clean:
+	rm -rf .sagebox cdk.out build *.egg-info

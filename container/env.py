@@ -1,0 +1,128 @@
+"""Every environment variable the serving container reads, with typed accessors and defaults."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# SageMaker's own names (the hosting platform sets these).
+BIND_TO_PORT = "SAGEMAKER_BIND_TO_PORT"
+MODEL_SERVER_WORKERS = "SAGEMAKER_MODEL_SERVER_WORKERS"
+MODEL_SERVER_TIMEOUT = "SAGEMAKER_MODEL_SERVER_TIMEOUT"
+# Sagebox's names.
+MODEL_DIR = "SAGEBOX_MODEL_DIR"
+MAX_BATCH_SIZE = "SAGEBOX_MAX_BATCH_SIZE"
+MAX_BATCH_WAIT_MS = "SAGEBOX_MAX_BATCH_WAIT_MS"
+DOC_STRIDE = "SAGEBOX_DOC_STRIDE"
+MAX_ANSWER_TOKENS = "SAGEBOX_MAX_ANSWER_TOKENS"
+MAX_FEATURES_PER_REQUEST = "SAGEBOX_MAX_FEATURES_PER_REQUEST"
+MAX_BODY_BYTES = "SAGEBOX_MAX_BODY_BYTES"
+INTRA_OP_THREADS = "SAGEBOX_INTRA_OP_THREADS"
+DRAIN_SECONDS = "SAGEBOX_DRAIN_SECONDS"
+LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
+
+DEFAULT_MODEL_DIR = "/opt/ml/model"
+SIX_MB = 6 * 1024 * 1024
+
+
+class EnvError(ValueError):
+    """An environment variable holds a value the server cannot use."""
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise EnvError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise EnvError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise EnvError(f"{name} must be a number, got {raw!r}") from None
+    if not value >= minimum:
+        raise EnvError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: scheduler affinity, capped by a cgroup v2/v1 CPU quota."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:
+        count = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        count = max(1, min(count, quota))
+    return count
+
+
+def _cgroup_cpu_quota() -> int | None:
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            return max(1, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
+        period_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        if quota_us > 0 and period_us > 0:
+            return max(1, -(-quota_us // period_us))
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    port: int
+    workers: int
+    timeout_s: int
+    model_dir: Path
+    max_batch_size: int
+    max_batch_wait_ms: float
+    doc_stride: int
+    max_answer_tokens: int
+    max_features_per_request: int
+    max_body_bytes: int
+    intra_op_threads: int
+    drain_seconds: int
+    log_level: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
+        env = os.environ if env is None else env
+        workers = _int(env, MODEL_SERVER_WORKERS, 1, 1, 64)
+        default_threads = max(1, available_cpus() // workers)
+        log_level = env.get(LOG_LEVEL, "info").strip().lower() or "info"
+        if log_level not in {"critical", "error", "warning", "info", "debug"}:
+            raise EnvError(f"{LOG_LEVEL} must be one of critical, error, warning, info, debug; got {log_level!r}")
+        return cls(
+            port=_int(env, BIND_TO_PORT, 8080, 1, 65535),
+            workers=workers,
+            timeout_s=_int(env, MODEL_SERVER_TIMEOUT, 60, 1),
+            model_dir=Path(env.get(MODEL_DIR, "").strip() or DEFAULT_MODEL_DIR),
+            max_batch_size=_int(env, MAX_BATCH_SIZE, 8, 1, 256),
+            max_batch_wait_ms=_float(env, MAX_BATCH_WAIT_MS, 0.0, 0.0),
+            doc_stride=_int(env, DOC_STRIDE, 128, 0),
+            max_answer_tokens=_int(env, MAX_ANSWER_TOKENS, 30, 1),
+            max_features_per_request=_int(env, MAX_FEATURES_PER_REQUEST, 256, 1),
+            max_body_bytes=_int(env, MAX_BODY_BYTES, SIX_MB, 1),
+            intra_op_threads=_int(env, INTRA_OP_THREADS, default_threads, 1),
+            drain_seconds=_int(env, DRAIN_SECONDS, 25, 0, 30),
+            log_level=log_level,
+        )

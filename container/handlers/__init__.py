@@ -1,0 +1,29 @@
+"""Model handlers by runtime; each is imported only when a manifest asks for it (torch import costs seconds)."""
+
+from __future__ import annotations
+
+import importlib
+
+from container.handlers.base import Handler, HandlerError, ModelInputs
+
+_RUNTIMES = {
+    "torchscript": ("container.handlers.torchscript", "TorchScriptHandler"),
+    "onnxruntime": ("container.handlers.onnx", "OnnxRuntimeHandler"),
+    "neuron": ("container.handlers.neuron", "NeuronHandler"),
+}
+
+
+def handler_for(runtime: str) -> Handler:
+    try:
+        module_name, class_name = _RUNTIMES[runtime]
+    except KeyError:
+        raise HandlerError(f"no handler for runtime {runtime!r}") from None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise HandlerError(f"the {runtime} handler cannot be imported: {exc}") from None
+    handler: Handler = getattr(module, class_name)()
+    return handler
+
+
+__all__ = ["Handler", "HandlerError", "ModelInputs", "handler_for"]

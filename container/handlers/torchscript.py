@@ -1,0 +1,34 @@
+"""TorchScript runtime: a traced, frozen module returning (start_logits, end_logits)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from container.handlers.base import MODEL_INPUTS, HandlerError, ModelInputs
+from container.manifest import Manifest
+
+
+class TorchScriptHandler:
+    def __init__(self) -> None:
+        self._module: torch.jit.ScriptModule | None = None
+
+    def load(self, model_dir: Path, manifest: Manifest, threads: int) -> None:
+        torch.set_num_threads(threads)
+        try:
+            module = torch.jit.load(str(model_dir / manifest.model_file), map_location="cpu")
+        except (RuntimeError, ValueError) as exc:
+            raise HandlerError(f"TorchScript cannot load {manifest.model_file}: {str(exc).splitlines()[0]}") from None
+        module.eval()
+        self._module = module
+
+    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
+        if self._module is None:
+            raise HandlerError("predict() called before load()")
+        args = [torch.from_numpy(inputs[name]) for name in MODEL_INPUTS]
+        with torch.inference_mode():
+            start, end = self._module(*args)
+        return start.float().numpy(), end.float().numpy()
+

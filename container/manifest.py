@@ -1,0 +1,167 @@
+"""`manifest.json`: what a model directory holds, and the check that it holds exactly that."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MANIFEST_NAME = "manifest.json"
+SCHEMA_VERSION = 1
+
+Variant = Literal["fp32", "int8", "neuron"]
+Runtime = Literal["torchscript", "onnxruntime", "neuron"]
+
+
+class ManifestError(ValueError):
+    """A model directory whose manifest is missing, malformed, or disagrees with the files."""
+
+
+class TokenizerSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str = "tokenizer.json"
+    max_length: int = Field(384, ge=8, le=4096)
+
+
+class QuantizationSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["torch", "onnxruntime"]
+    mode: Literal["static", "dynamic"]
+    per_channel: bool
+    calibration_batches: int = Field(ge=0)
+    weight_dtype: str = "int8"
+
+
+class CompileSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compiler: str
+    auto_cast: str
+    auto_cast_type: str
+    target_instances: list[str] = Field(default_factory=list)
+    custom_op_libraries: list[str] = Field(default_factory=list)
+
+
+class SourceSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    architecture: str
+    license: str = "unknown"
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    task: Literal["extractive-qa"] = "extractive-qa"
+    variant: Variant
+    runtime: Runtime
+    model_file: str
+    tokenizer: TokenizerSpec
+    sequence_buckets: list[int]
+    source: SourceSpec
+    quantization: QuantizationSpec | None = None
+    compile: CompileSpec | None = None
+    files: dict[str, str]
+
+    @field_validator("sequence_buckets")
+    @classmethod
+    def _buckets_sorted(cls, buckets: list[int]) -> list[int]:
+        if not buckets:
+            raise ValueError("at least one sequence bucket is required")
+        if any(b < 8 for b in buckets) or sorted(set(buckets)) != buckets:
+            raise ValueError("sequence buckets must be strictly increasing integers >= 8")
+        return buckets
+
+    @field_validator("files")
+    @classmethod
+    def _files_safe(cls, files: dict[str, str]) -> dict[str, str]:
+        for name, digest in files.items():
+            _check_relative(name)
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise ValueError(f"sha256 of {name!r} is not 64 lowercase hex digits")
+        return files
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        if self.sequence_buckets[-1] > self.tokenizer.max_length:
+            raise ValueError("the largest sequence bucket exceeds the tokenizer max_length")
+        for needed in (self.model_file, self.tokenizer.file):
+            if needed not in self.files:
+                raise ValueError(f"{needed!r} is not listed in files")
+        if self.variant == "int8" and self.quantization is None:
+            raise ValueError("an int8 variant must record its quantization")
+        if (self.variant == "neuron") != (self.runtime == "neuron"):
+            raise ValueError("the neuron variant and the neuron runtime go together")
+        return self
+
+    def to_json(self) -> str:
+        """Canonical text: sorted keys, so the same manifest is always the same bytes."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def _check_relative(name: str) -> None:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or name != path.as_posix() or name in {"", "."}:
+        raise ValueError(f"file name {name!r} must be a plain relative path inside the model directory")
+    if name == MANIFEST_NAME:
+        raise ValueError("the manifest cannot list itself")
+
+
+def sha256_file(path: Path) -> str:
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def file_names(model_dir: Path) -> list[str]:
+    """Every regular file under `model_dir` except the top-level manifest, as sorted POSIX relative paths."""
+    return sorted(
+        path.relative_to(model_dir).as_posix()
+        for path in model_dir.rglob("*")
+        if path.is_file() and path.relative_to(model_dir).as_posix() != MANIFEST_NAME
+    )
+
+
+def hash_files(model_dir: Path) -> dict[str, str]:
+    """sha256 of every regular file under `model_dir` except the manifest, keyed by POSIX relative path."""
+    return {name: sha256_file(model_dir / name) for name in file_names(model_dir)}
+
+
+def parse(text: str, where: str = MANIFEST_NAME) -> Manifest:
+    try:
+        return Manifest.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ManifestError(f"{where} is invalid at {loc}: {first['msg']}") from None
+
+
+def load_verified(model_dir: Path) -> Manifest:
+    """Read `model_dir/manifest.json` and prove every listed file is present and unmodified."""
+    manifest_path = model_dir / MANIFEST_NAME
+    if not model_dir.is_dir():
+        raise ManifestError(f"model directory {model_dir} does not exist")
+    if not manifest_path.is_file():
+        raise ManifestError(f"{manifest_path} is missing: not a Sagebox model directory")
+    manifest = parse(manifest_path.read_text(encoding="utf-8", errors="replace"), str(manifest_path))
+    missing = [name for name in manifest.files if not (model_dir / name).is_file()]
+    if missing:
+        raise ManifestError(f"model is incomplete: {', '.join(sorted(missing))} missing from {model_dir}")
+    tampered = [
+        name for name, digest in manifest.files.items() if sha256_file(model_dir / name) != digest
+    ]
+    if tampered:
+        raise ManifestError(f"model is tampered: sha256 mismatch for {', '.join(sorted(tampered))}")
+    return manifest
+
+
+def unlisted_files(model_dir: Path, manifest: Manifest) -> list[str]:
+    """Files present in the directory that the manifest does not vouch for (they are never loaded)."""
+    return sorted(set(file_names(model_dir)) - set(manifest.files))

@@ -1,0 +1,117 @@
+"""Instance specs and on-demand prices, loaded from the one data folder (`infra/data`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+Accelerator = Literal["cpu", "inferentia2", "trainium"]
+
+
+class CatalogError(ValueError):
+    """An instance type or price table the catalog cannot use."""
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    name: str
+    family: str
+    vcpus: int
+    memory_gib: int
+    accelerator: Accelerator
+    chips: int
+    instance_storage: bool
+    neuron_cores_per_chip: int
+    hbm_gib_per_chip: int
+
+    @property
+    def is_neuron(self) -> bool:
+        return self.accelerator != "cpu"
+
+    @property
+    def neuron_cores(self) -> int:
+        return self.chips * self.neuron_cores_per_chip
+
+    @property
+    def accelerator_memory_gib(self) -> int:
+        return self.chips * self.hbm_gib_per_chip
+
+    @property
+    def supports_volume_kms_key(self) -> bool:
+        """SageMaker rejects a volume KMS key on instance types whose storage is local NVMe."""
+        return not self.instance_storage
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    per_hour: dict[str, float]
+    source: str
+    region: str
+    currency: str
+    as_of: str
+
+    def hourly(self, instance_type: str) -> float:
+        try:
+            return self.per_hour[instance_type]
+        except KeyError:
+            known = ", ".join(sorted(self.per_hour))
+            raise CatalogError(f"no price for {instance_type!r} (price table has: {known})") from None
+
+
+@cache
+def instances() -> dict[str, InstanceSpec]:
+    raw = json.loads((DATA_DIR / "instances.json").read_text())
+    chip = raw["neuron_chip"]
+    return {
+        name: InstanceSpec(
+            name=name,
+            family=spec["family"],
+            vcpus=spec["vcpus"],
+            memory_gib=spec["memory_gib"],
+            accelerator=spec["accelerator"],
+            chips=spec["chips"],
+            instance_storage=spec["instance_storage"],
+            neuron_cores_per_chip=chip["cores_per_chip"],
+            hbm_gib_per_chip=chip["hbm_gib"],
+        )
+        for name, spec in raw["instances"].items()
+    }
+
+
+def instance(instance_type: str) -> InstanceSpec:
+    try:
+        return instances()[instance_type]
+    except KeyError:
+        known = ", ".join(sorted(instances()))
+        raise CatalogError(f"unknown instance type {instance_type!r} (known: {known})") from None
+
+
+def load_prices(path: Path | None = None) -> PriceTable:
+    """Load a price table; the bundled one unless `path` names another file of the same shape."""
+    path = path or DATA_DIR / "prices.json"
+    try:
+        raw = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CatalogError(f"price table {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"price table {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    try:
+        per_hour = {str(k): float(v) for k, v in raw["per_hour"].items()}
+        table = PriceTable(
+            per_hour=per_hour,
+            source=str(raw["source"]),
+            region=str(raw["region"]),
+            currency=str(raw["currency"]),
+            as_of=str(raw["as_of"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CatalogError(f"price table {path} lacks a valid field: {exc}") from None
+    bad = [name for name, price in per_hour.items() if not price > 0]
+    if bad:
+        raise CatalogError(f"price table {path} has non-positive prices for {', '.join(bad)}")
+    return table

@@ -1,0 +1,1 @@
+"""Sagebox scripts and the `sagebox` CLI that fronts them."""

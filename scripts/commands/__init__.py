@@ -1,0 +1,1 @@
+"""One module per `sagebox` subcommand; each exposes `register(subparsers)`."""
