@@ -2,6 +2,7 @@
 #   make demo   build artifacts, deploy them into the embedded AWS, invoke and benchmark them
 #   make test   run the whole test suite (CI runs this through .ci/run)
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
 
 PYTHON ?= python3
@@ -24,9 +25,9 @@ help:
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 	@echo "Installing Python dependencies into $(VENV) (first time: ~2 min)"
-	@$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
+	@$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]' 2>&1 | { grep -v -e "^WARNING: Location 'file:" -e "^$$" || true; }
 	@$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') and '+cu' not in v and torch.version.cuda is None else f'wrong torch build: {v}')"
 	@touch $@
 

@@ -1,0 +1,107 @@
+"""In-process inference: verify and load a model directory, then answer questions (no HTTP).
+
+The HTTP server and offline evaluation both run through this, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from container.handlers import Handler, HandlerError, handler_for
+from container.manifest import Manifest, load_verified, unlisted_files
+from container.qa import Answer, Feature, QAProcessor
+
+log = logging.getLogger("sagebox.predictor")
+
+Logits = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class PredictorOptions:
+    threads: int = 1
+    doc_stride: int = 128
+    max_answer_tokens: int = 30
+    max_batch_size: int = 8
+
+
+class Predictor:
+    def __init__(self, manifest: Manifest, handler: Handler, processor: QAProcessor, max_batch_size: int) -> None:
+        self.manifest = manifest
+        self.handler = handler
+        self.processor = processor
+        self.max_batch_size = max_batch_size
+
+    @classmethod
+    def load(cls, model_dir: Path, options: PredictorOptions | None = None) -> Predictor:
+        """Verify every file against the manifest, load the runtime's handler, and warm it up on every bucket."""
+        options = options or PredictorOptions()
+        manifest = load_verified(model_dir)
+        extra = unlisted_files(model_dir, manifest)
+        if extra:
+            log.warning("ignoring %d file(s) the manifest does not list: %s", len(extra), ", ".join(extra[:5]))
+        handler = handler_for(manifest.runtime)
+        handler.load(model_dir, manifest, options.threads)
+        processor = QAProcessor.from_file(
+            str(model_dir / manifest.tokenizer.file),
+            manifest.sequence_buckets,
+            options.doc_stride,
+            options.max_answer_tokens,
+        )
+        predictor = cls(manifest, handler, processor, options.max_batch_size)
+        predictor.warm_up()
+        return predictor
+
+    def warm_up(self) -> None:
+        """One inference per bucket; raises HandlerError unless every output has the right shape and is finite."""
+        for bucket in self.processor.buckets:
+            self.run([self.processor.filler_feature(bucket)])
+
+    def run(self, features: Sequence[Feature]) -> list[Logits]:
+        """Logits per feature; features are grouped by bucket so no input is padded past its bucket."""
+        results: list[Logits | None] = [None] * len(features)
+        by_bucket: dict[int, list[int]] = defaultdict(list)
+        for index, feature in enumerate(features):
+            by_bucket[feature.bucket].append(index)
+        for indices in by_bucket.values():
+            for chunk_start in range(0, len(indices), self.max_batch_size):
+                chunk = indices[chunk_start : chunk_start + self.max_batch_size]
+                starts, ends = self.predict_batch([features[i] for i in chunk])
+                for row, i in enumerate(chunk):
+                    results[i] = (starts[row], ends[row])
+        return [r for r in results if r is not None]
+
+    def predict_batch(self, features: Sequence[Feature]) -> Logits:
+        """One handler call on same-bucket features; checks what the handler returns."""
+        inputs = {
+            "input_ids": np.stack([f.input_ids for f in features]),
+            "attention_mask": np.stack([f.attention_mask for f in features]),
+            "token_type_ids": np.stack([f.token_type_ids for f in features]),
+        }
+        starts, ends = self.handler.predict(inputs)
+        expected = inputs["input_ids"].shape
+        if starts.shape != expected or ends.shape != expected:
+            raise HandlerError(f"model returned logits of shape {starts.shape}/{ends.shape}, expected {expected}")
+        if not (np.isfinite(starts).all() and np.isfinite(ends).all()):
+            raise HandlerError("model returned non-finite logits")
+        return starts, ends
+
+    def answer(self, question: str, context: str) -> Answer:
+        return self.answer_many([(question, context)])[0]
+
+    def answer_many(self, pairs: Iterable[tuple[str, str]]) -> list[Answer]:
+        pairs = list(pairs)
+        features = [self.processor.featurize(q, c) for q, c in pairs]
+        flat = [f for group in features for f in group]
+        logits = self.run(flat)
+        answers, cursor = [], 0
+        for (_, context), group in zip(pairs, features, strict=True):
+            answers.append(self.processor.decode(context, group, logits[cursor : cursor + len(group)]))
+            cursor += len(group)
+        return answers
+

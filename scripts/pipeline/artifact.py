@@ -1,0 +1,78 @@
+"""Model directories written atomically: build in a staging folder, hash, write the manifest, then swap in."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from container import __version__
+from container.manifest import (
+    MANIFEST_NAME,
+    CompileSpec,
+    Manifest,
+    QuantizationSpec,
+    Runtime,
+    SourceSpec,
+    TokenizerSpec,
+    Variant,
+    hash_files,
+)
+
+
+@contextmanager
+def staged_dir(out_dir: Path) -> Iterator[Path]:
+    """Yield an empty staging folder next to `out_dir`; on success it replaces `out_dir`, on failure it vanishes."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.staging-"))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    replace_dir(staging, out_dir)
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Swap `new` into `target`'s place; an existing `target` is removed only after the swap succeeded."""
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+        os.replace(new, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(new, target)
+
+
+def write_manifest(
+    model_dir: Path,
+    *,
+    variant: Variant,
+    runtime: Runtime,
+    model_file: str,
+    buckets: list[int],
+    max_length: int,
+    source: SourceSpec,
+    quantization: QuantizationSpec | None = None,
+    compile_spec: CompileSpec | None = None,
+    tokenizer_file: str = "tokenizer.json",
+) -> Manifest:
+    """Hash every file already in `model_dir` and write the manifest that vouches for them."""
+    manifest = Manifest(
+        tool_version=__version__,
+        variant=variant,
+        runtime=runtime,
+        model_file=model_file,
+        tokenizer=TokenizerSpec(file=tokenizer_file, max_length=max_length),
+        sequence_buckets=buckets,
+        source=source,
+        quantization=quantization,
+        compile=compile_spec,
+        files=hash_files(model_dir),
+    )
+    (model_dir / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
+    return manifest

@@ -1,0 +1,62 @@
+"""Build servable model directories (tokenizer + graph + manifest) from a Hugging Face QA model folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from container.manifest import Manifest, Runtime, SourceSpec
+from scripts.errors import SageboxError
+from scripts.pipeline import export
+from scripts.pipeline.artifact import staged_dir, write_manifest
+from scripts.pipeline.hf_model import QAModule, check_model_folder, load_qa_module
+
+DEFAULT_BUCKETS = (64, 128, 256, 384)
+MODEL_FILES: dict[str, str] = {"torchscript": "model.pt", "onnxruntime": "model.onnx"}
+
+
+def buckets_for(config: dict[str, object], requested: tuple[int, ...] = DEFAULT_BUCKETS) -> tuple[list[int], int]:
+    """Buckets the model's position embeddings allow, and the tokenizer max length (the largest bucket)."""
+    max_positions = int(config.get("max_position_embeddings", 512) or 512)  # type: ignore[call-overload]
+    limit = min(max_positions, 512)
+    buckets = sorted({b for b in requested if b <= limit})
+    if not buckets:
+        raise SageboxError(f"no sequence bucket fits the model's {max_positions} positions")
+    return buckets, buckets[-1]
+
+
+def source_spec(model_dir: Path, config: dict[str, object]) -> SourceSpec:
+    archs = config.get("architectures") or [config.get("model_type", "unknown")]
+    name = str(config.get("_name_or_path") or model_dir.name)
+    license_file = model_dir / "sagebox_source.json"
+    license_name = "unknown"
+    if license_file.is_file():
+        license_name = str(json.loads(license_file.read_text()).get("license", "unknown"))
+    return SourceSpec(name=name, architecture=str(archs[0]), license=license_name)  # type: ignore[index]
+
+
+def build_fp32(model_dir: Path, out_dir: Path, runtime: Runtime = "onnxruntime", module: QAModule | None = None) -> Manifest:
+    """Export the FP32 graph for `runtime` into a fresh, verified model directory at `out_dir`."""
+    if runtime not in MODEL_FILES:
+        raise SageboxError(f"FP32 export supports {', '.join(MODEL_FILES)}, not {runtime!r}")
+    config = check_model_folder(model_dir)
+    module = module or load_qa_module(model_dir)
+    buckets, max_length = buckets_for(config)
+    model_file = MODEL_FILES[runtime]
+    with staged_dir(out_dir) as staging:
+        if runtime == "torchscript":
+            export.to_torchscript(module, staging / model_file)
+        else:
+            export.to_onnx(module, staging / model_file)
+        shutil.copyfile(model_dir / "tokenizer.json", staging / "tokenizer.json")
+        manifest = write_manifest(
+            staging,
+            variant="fp32",
+            runtime=runtime,
+            model_file=model_file,
+            buckets=buckets,
+            max_length=max_length,
+            source=source_spec(model_dir, config),
+        )
+    return manifest
