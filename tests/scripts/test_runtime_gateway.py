@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import botocore.config
@@ -62,7 +63,7 @@ def gateway(backend: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> I
         proc.wait(10)
 
 
-def runtime(url: str):  # type: ignore[no-untyped-def]
+def runtime(url: str) -> Any:
     return boto3.client(
         "sagemaker-runtime",
         endpoint_url=url,
