@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from scripts.errors import SageboxError
 from scripts.paths import REPO
@@ -39,7 +40,7 @@ class LocalServer:
     @classmethod
     def spawn(
         cls, model_dir: Path, log_path: Path, port: int | None = None, env: Mapping[str, str] | None = None
-    ) -> LocalServer:
+    ) -> Self:
         """Start `python -m container serve` for `model_dir`; returns at once (see wait_ready)."""
         port = port or free_port()
         full_env = {
@@ -65,7 +66,7 @@ class LocalServer:
     @contextmanager
     def start(
         cls, model_dir: Path, log_path: Path, env: Mapping[str, str] | None = None, timeout: float = 300
-    ) -> Iterator[LocalServer]:
+    ) -> Iterator[Self]:
         server = cls.spawn(model_dir, log_path, env=env)
         try:
             server.wait_ready(timeout)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_leftover_servers() -> Iterator[None]:
+    """A test that fails half-way must not leave a serving process behind."""
+    yield
+    from tests.container.server_process import STARTED
+
+    for server in STARTED:
+        if server.process.poll() is None:
+            server.stop(timeout=10)
 
 
 def minilm_tokenizer_path() -> Path:
