@@ -54,7 +54,7 @@ lint: venv
 	@$(BIN)/ruff format --check .
 
 typecheck: venv
-	@$(BIN)/mypy container infra neuron_emu scripts
+	@$(BIN)/mypy container infra neuron_emu scripts tests
 
 test: venv node podman lint typecheck
 	@$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -148,15 +148,17 @@ def load_verified(model_dir: Path) -> Manifest:
     manifest_path = model_dir / MANIFEST_NAME
     if not model_dir.is_dir():
         raise ManifestError(f"model directory {model_dir} does not exist")
-    if not manifest_path.is_file():
-        raise ManifestError(f"{manifest_path} is missing: not a Sagebox model directory")
-    manifest = parse(manifest_path.read_text(encoding="utf-8", errors="replace"), str(manifest_path))
+    try:
+        text = manifest_path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ManifestError(f"{manifest_path} is missing: not a Sagebox model directory") from None
+    except OSError as exc:
+        raise ManifestError(f"{manifest_path} cannot be read: {exc.strerror}") from None
+    manifest = parse(text, str(manifest_path))
     missing = [name for name in manifest.files if not (model_dir / name).is_file()]
     if missing:
         raise ManifestError(f"model is incomplete: {', '.join(sorted(missing))} missing from {model_dir}")
-    tampered = [
-        name for name, digest in manifest.files.items() if sha256_file(model_dir / name) != digest
-    ]
+    tampered = [name for name, digest in manifest.files.items() if sha256_file(model_dir / name) != digest]
     if tampered:
         raise ManifestError(f"model is tampered: sha256 mismatch for {', '.join(sorted(tampered))}")
     return manifest

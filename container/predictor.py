@@ -6,7 +6,7 @@ The HTTP server and offline evaluation both run through this, so they cannot dis
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +36,7 @@ class Predictor:
         self.handler = handler
         self.processor = processor
         self.max_batch_size = max_batch_size
+        self._calls: Counter[tuple[int, int]] = Counter()  # (bucket, batch size) -> model calls
 
     @classmethod
     def load(cls, model_dir: Path, options: PredictorOptions | None = None) -> Predictor:
@@ -84,12 +85,20 @@ class Predictor:
             "token_type_ids": np.stack([f.token_type_ids for f in features]),
         }
         starts, ends = self.handler.predict(inputs)
+        self._calls[(features[0].bucket, len(features))] += 1
         expected = inputs["input_ids"].shape
         if starts.shape != expected or ends.shape != expected:
             raise HandlerError(f"model returned logits of shape {starts.shape}/{ends.shape}, expected {expected}")
         if not (np.isfinite(starts).all() and np.isfinite(ends).all()):
             raise HandlerError("model returned non-finite logits")
         return starts, ends
+
+    def calls_by_bucket(self) -> dict[str, dict[str, int]]:
+        """Model calls so far (warm-up included) as {bucket: {batch size: count}}."""
+        table: dict[str, dict[str, int]] = {}
+        for (bucket, size), count in sorted(self._calls.items()):
+            table.setdefault(str(bucket), {})[str(size)] = count
+        return table
 
     def answer(self, question: str, context: str) -> Answer:
         return self.answer_many([(question, context)])[0]
@@ -104,4 +113,3 @@ class Predictor:
             answers.append(self.processor.decode(context, group, logits[cursor : cursor + len(group)]))
             cursor += len(group)
         return answers
-

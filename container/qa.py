@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 # Smallest window of context tokens worth sending next to the question.
 MIN_CONTEXT_TOKENS = 8
@@ -105,7 +105,7 @@ class QAProcessor:
         offsets = tuple((window.offsets * repeats)[:bucket])
         return Feature(ids, np.ones(bucket, dtype=np.int64), types, context, offsets, bucket)
 
-    def _feature(self, window) -> Feature:  # type: ignore[no-untyped-def]
+    def _feature(self, window: Encoding) -> Feature:
         length = len(window.ids)
         bucket = pick_bucket(length, self.buckets)
         ids = np.full(bucket, self._pad_id, dtype=np.int64)

@@ -6,12 +6,12 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scripts.errors import SageboxError
 
 # Subcommand name -> module under scripts.commands exposing `register(subparsers)`.
-COMMANDS = ("serve", "containers")
+COMMANDS = ("serve", "invoke", "containers")
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70
@@ -41,8 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    return run_command(lambda: args.func(args))
+
+
+def run_command(command: Callable[[], int | None]) -> int:
+    """Run a command; a user error becomes one line on stderr and exit 1, never a traceback."""
     try:
-        result = args.func(args)
+        result = command()
     except KeyboardInterrupt:
         print("sagebox: interrupted", file=sys.stderr)
         return 130

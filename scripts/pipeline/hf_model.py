@@ -75,5 +75,5 @@ def load_qa_module(model_dir: Path, attn_implementation: str = "eager") -> QAMod
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SageboxError(f"cannot load the model in {model_dir}: {first}") from None
-    uses_token_types = int(config.get("type_vocab_size", 0) or 0) > 1
+    uses_token_types = int(str(config.get("type_vocab_size") or 0)) > 1
     return QAModule(model, uses_token_types).eval()

@@ -1,0 +1,185 @@
+"""Serving benchmark: HTTP overhead over a direct handler call, and micro-batching throughput.
+
+    python scripts/bench_serving.py [--out .sagebox/bench/serving.json] [--int8-model-dir DIR]
+
+1. Overhead (tiny model, 1 thread each side): P50 of POST /invocations on the real server process minus the P50
+   of the same work called in-process, measured interleaved (request, direct, request, direct, ...).
+2. Throughput (BERT-base dims, INT8): QPS of 8 concurrent clients vs one sequential client, with the
+   server's micro-batching on (max batch 8); and, for reference, 8 clients with batching off (max batch 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from scripts.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS  # noqa: E402
+from scripts.loadgen import LoadPlan, run_load  # noqa: E402
+from scripts.local_server import LocalServer  # noqa: E402
+from scripts.stats import summarize_ms  # noqa: E402
+
+
+def _request_body(i: int) -> bytes:
+    question = RAINFOREST_QUESTIONS[i % len(RAINFOREST_QUESTIONS)]
+    return json.dumps({"question": question, "context": RAINFOREST_CONTEXT}).encode()
+
+
+class HttpInvoker:
+    """One keep-alive connection per thread: the least client overhead Python can offer."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._conn: http.client.HTTPConnection | None = None
+
+    def __call__(self, body: bytes) -> bytes:
+        if self._conn is None:
+            self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        self._conn.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+        response = self._conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
+        return data
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def measure_overhead(model_dir: Path, rounds: int, log_dir: Path) -> dict[str, object]:
+    from container.predictor import Predictor, PredictorOptions
+
+    predictor = Predictor.load(model_dir, PredictorOptions(threads=1))
+    body = _request_body(0)
+    request = json.loads(body)
+    [feature] = predictor.processor.featurize(request["question"], request["context"])
+    handler_call = lambda: predictor.predict_batch([feature])  # noqa: E731
+    pipeline_call = lambda: predictor.answer(request["question"], request["context"])  # noqa: E731
+    with LocalServer.start(model_dir, log_dir / "overhead.log", env={"SAGEBOX_INTRA_OP_THREADS": "1"}) as server:
+        invoke = HttpInvoker(server.port)
+        http_call = lambda: invoke(body)  # noqa: E731
+        for _ in range(30):  # warm both paths
+            http_call()
+            handler_call()
+            pipeline_call()
+        handler_s, pipeline_s, http_s = [], [], []
+        for _ in range(rounds):
+            http_s.append(_timed(http_call))
+            handler_s.append(_timed(handler_call))
+            pipeline_s.append(_timed(pipeline_call))
+    handler, pipeline, served = summarize_ms(handler_s), summarize_ms(pipeline_s), summarize_ms(http_s)
+    return {
+        "model": str(model_dir),
+        "rounds": rounds,
+        "direct_handler_call": handler,
+        "direct_full_pipeline": pipeline,
+        "http_invocations": served,
+        "overhead_p50_ms_vs_handler": served["p50_ms"] - handler["p50_ms"],
+        "overhead_p50_ms_vs_pipeline": served["p50_ms"] - pipeline["p50_ms"],
+        "target_ms": 1.0,
+    }
+
+
+def measure_throughput(model_dir: Path, queries: int, log_dir: Path) -> dict[str, object]:
+    results: dict[str, object] = {"model": str(model_dir), "queries_per_run": queries}
+
+    def run(server_port: int, concurrency: int) -> dict[str, float]:
+        invokers: dict[int, HttpInvoker] = {}
+
+        def send(i: int) -> None:
+            import threading
+
+            ident = threading.get_ident()
+            invoker = invokers.setdefault(ident, HttpInvoker(server_port))
+            invoker(_request_body(max(i, 0)))
+
+        outcome = run_load(send, LoadPlan(queries=queries, concurrency=concurrency, warmup=4))
+        if outcome.errors:
+            raise RuntimeError(f"{len(outcome.errors)} requests failed: {outcome.errors[0]}")
+        return {"qps": outcome.qps, **summarize_ms(outcome.latencies_s)}
+
+    with LocalServer.start(model_dir, log_dir / "batched.log", env={"SAGEBOX_MAX_BATCH_SIZE": "8"}) as batched:
+        sequential = run(batched.port, 1)
+        concurrent = run(batched.port, 8)
+        stats = batched.stats()
+        sequential_again = run(batched.port, 1)
+    with LocalServer.start(model_dir, log_dir / "unbatched.log", env={"SAGEBOX_MAX_BATCH_SIZE": "1"}) as single:
+        unbatched = run(single.port, 8)
+    seq_qps = (sequential["qps"] + sequential_again["qps"]) / 2
+    results.update(
+        {
+            "sequential": sequential,
+            "sequential_repeat": sequential_again,
+            "concurrency_8_batched": concurrent,
+            "concurrency_8_unbatched": unbatched,
+            "server_batch_sizes": stats.get("batch_sizes"),
+            "qps_ratio_batched_c8_vs_sequential": concurrent["qps"] / seq_qps,
+            "qps_ratio_unbatched_c8_vs_sequential": unbatched["qps"] / seq_qps,
+            "target_ratio": 1.3,
+        }
+    )
+    return results
+
+
+@contextmanager
+def _workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="sagebox-bench-") as tmp:
+        yield Path(tmp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=REPO / ".sagebox" / "bench" / "serving.json")
+    parser.add_argument("--int8-model-dir", type=Path, help="an INT8 BERT-base model directory (built if absent)")
+    parser.add_argument("--rounds", type=int, default=300, help="interleaved rounds for the overhead test")
+    parser.add_argument("--queries", type=int, default=48, help="queries per throughput run")
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args(argv)
+
+    from scripts.demo_models import bert_base_int8_dir, tiny_fp32_dir
+
+    with _workdir() as work:
+        report: dict[str, object] = {
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        overhead = measure_overhead(tiny_fp32_dir(), args.rounds, work)
+        report["overhead"] = overhead
+        print(
+            f"overhead: HTTP P50 {overhead['http_invocations']['p50_ms']:.2f} ms; "  # type: ignore[index]
+            f"vs handler +{overhead['overhead_p50_ms_vs_handler']:.2f} ms, "
+            f"vs full in-process pipeline +{overhead['overhead_p50_ms_vs_pipeline']:.2f} ms (target <= 1 ms)"
+        )
+        if not args.skip_throughput:
+            model_dir = args.int8_model_dir or bert_base_int8_dir()
+            throughput = measure_throughput(model_dir, args.queries, work)
+            report["throughput"] = throughput
+            print(
+                f"throughput: sequential {throughput['sequential']['qps']:.2f} QPS, "  # type: ignore[index]
+                f"c=8 batched {throughput['concurrency_8_batched']['qps']:.2f} QPS "  # type: ignore[index]
+                f"(x{throughput['qps_ratio_batched_c8_vs_sequential']:.2f}), "
+                f"c=8 unbatched x{throughput['qps_ratio_unbatched_c8_vs_sequential']:.2f} (target >= 1.3)"
+            )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"results: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Manifest schema and on-disk verification."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from container.manifest import ManifestError, load_verified, parse, unlisted_files
+
+
+def copy(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "model"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def edit_manifest(model_dir: Path, **changes: object) -> None:
+    path = model_dir / "manifest.json"
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def test_built_model_verifies_and_lists_every_file(tiny_model_dir: Path) -> None:
+    manifest = load_verified(tiny_model_dir)
+    assert set(manifest.files) == {"model.pt", "tokenizer.json"}
+    assert manifest.variant == "fp32" and manifest.runtime == "torchscript"
+    assert parse(manifest.to_json()) == manifest
+
+
+def test_tampered_file_is_named(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = copy(tiny_model_dir, tmp_path)
+    with (model_dir / "tokenizer.json").open("a") as fh:
+        fh.write(" ")
+    with pytest.raises(ManifestError, match=r"tampered: sha256 mismatch for tokenizer\.json"):
+        load_verified(model_dir)
+
+
+def test_missing_file_is_named(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = copy(tiny_model_dir, tmp_path)
+    (model_dir / "model.pt").unlink()
+    with pytest.raises(ManifestError, match=r"incomplete: model\.pt missing"):
+        load_verified(model_dir)
+
+
+def test_missing_or_broken_manifest(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = copy(tiny_model_dir, tmp_path)
+    (model_dir / "manifest.json").write_text("{not json")
+    with pytest.raises(ManifestError, match="invalid"):
+        load_verified(model_dir)
+    (model_dir / "manifest.json").unlink()
+    with pytest.raises(ManifestError, match="missing"):
+        load_verified(model_dir)
+    with pytest.raises(ManifestError, match="does not exist"):
+        load_verified(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"files": {"../etc/passwd": "0" * 64, "model.pt": "0" * 64, "tokenizer.json": "0" * 64}}, "plain relative"),
+        ({"sequence_buckets": [128, 64]}, "strictly increasing"),
+        ({"sequence_buckets": [64, 1024]}, "exceeds the tokenizer"),
+        ({"variant": "int8"}, "quantization"),
+        ({"variant": "neuron"}, "neuron"),
+        ({"model_file": "other.pt"}, "not listed"),
+        ({"surprise": 1}, "Extra inputs"),
+    ],
+)
+def test_schema_rejects(tiny_model_dir: Path, tmp_path: Path, changes: dict, fragment: str) -> None:
+    model_dir = copy(tiny_model_dir, tmp_path)
+    edit_manifest(model_dir, **changes)
+    with pytest.raises(ManifestError, match=fragment):
+        load_verified(model_dir)
+
+
+def test_unlisted_files_are_reported(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = copy(tiny_model_dir, tmp_path)
+    (model_dir / "notes.txt").write_text("hi")
+    assert unlisted_files(model_dir, load_verified(model_dir)) == ["notes.txt"]

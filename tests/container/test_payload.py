@@ -1,0 +1,79 @@
+"""Wire formats of /invocations: content negotiation, parsing, rendering."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from container import payload
+from container.payload import JSON, JSON_LINES, PayloadError
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [(None, JSON), ("application/json; charset=utf-8", JSON), ("application/jsonlines", JSON_LINES)],
+)
+def test_request_format(header: str | None, expected: str) -> None:
+    assert payload.request_format(header) == expected
+
+
+def test_request_format_refuses_other_types_with_415() -> None:
+    with pytest.raises(PayloadError) as err:
+        payload.request_format("application/x-npy")
+    assert err.value.status == 415
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (None, JSON),
+        ("*/*", JSON),
+        ("application/jsonlines", JSON_LINES),
+        ("text/html, application/jsonlines;q=0.9", JSON_LINES),
+    ],
+)
+def test_response_format(accept: str | None, expected: str) -> None:
+    assert payload.response_format(accept) == expected
+
+
+def test_response_format_406() -> None:
+    with pytest.raises(PayloadError) as err:
+        payload.response_format("text/csv")
+    assert err.value.status == 406
+
+
+def test_parse_single_batch_envelope_and_lines() -> None:
+    one = {"question": "q", "context": "c"}
+    assert payload.parse_request(json.dumps(one).encode(), JSON, 10).batch is False
+    batch = payload.parse_request(json.dumps([one, one]).encode(), JSON, 10)
+    assert batch.batch and len(batch.questions) == 2
+    hf = payload.parse_request(json.dumps({"inputs": one}).encode(), JSON, 10)
+    assert hf.questions[0] == payload.Question("q", "c")
+    lines = payload.parse_request(b'{"question":"a","context":"b"}\n\n{"question":"c","context":"d"}\n', JSON_LINES, 10)
+    assert [q.question for q in lines.questions] == ["a", "c"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        (b'{"question": "q", "context": "c", "version": {}}', 400, "'version'"),
+        (b'[{"question": "q", "context": "c"}, 5]', 400, "item 1"),
+        (b"[" + b"[" * 5000 + b"]" * 5000 + b"]", 400, ""),
+        (json.dumps([{"question": "q", "context": "c"}] * 11).encode(), 413, "limit is 10"),
+    ],
+)
+def test_parse_errors(body: bytes, status: int, fragment: str) -> None:
+    with pytest.raises(PayloadError) as err:
+        payload.parse_request(body, JSON, 10)
+    assert err.value.status == status
+    assert fragment in str(err.value)
+
+
+def test_render() -> None:
+    answers = [{"answer": "a", "score": 0.5, "start": 0, "end": 1}]
+    assert json.loads(payload.render(answers, False, JSON)) == answers[0]
+    assert json.loads(payload.render(answers, True, JSON)) == answers
+    assert payload.render(answers * 2, True, JSON_LINES).decode().count("\n") == 2
+    body = json.loads(payload.error_body(413, "too big"))
+    assert body == {"error": "Payload Too Large", "status": 413, "message": "too big"}

@@ -1,0 +1,357 @@
+"""The real serving process over HTTP: every status code, readiness, refusal, buckets, batching, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from container.predictor import Predictor
+from tests.conftest import minilm_tokenizer_path
+from tests.container.server_process import ServerProcess, start_server
+from tests.container.toy_model import FAIL_WORD, SLOW_WORD, build_toy_model_dir
+
+CONTEXT = "The Amazon rainforest covers much of the Amazon basin of South America."
+QUESTION = {"question": "Which basin does the rainforest cover?", "context": CONTEXT}
+
+
+@pytest.fixture(scope="session")
+def toy_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_toy_model_dir(tmp_path_factory.mktemp("toy") / "model", minilm_tokenizer_path())
+
+
+@pytest.fixture(scope="module")
+def server(toy_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = start_server(toy_model_dir, tmp_path_factory.mktemp("logs") / "server.log")
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.terminate()
+
+
+def stats(server: ServerProcess) -> dict:
+    with server.client() as client:
+        return client.get("/stats").json()
+
+
+def calls(stats_body: dict, bucket: int) -> int:
+    return sum(stats_body["model_calls"].get(str(bucket), {}).values())
+
+
+def post(server: ServerProcess, body: bytes | str, content_type: str = "application/json", **headers: str):
+    with server.client() as client:
+        return client.post("/invocations", content=body, headers={"Content-Type": content_type, **headers})
+
+
+def assert_error(response: httpx.Response, status: int, fragment: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert body["status"] == status
+    assert fragment in body["message"]
+    assert "Traceback" not in response.text
+
+
+# --- answers -------------------------------------------------------------------------------------------------
+
+
+def test_single_question_answers_with_a_span_of_the_context(server: ServerProcess) -> None:
+    response = post(server, json.dumps(QUESTION))
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"answer", "score", "start", "end"}
+    assert 0 <= body["start"] <= body["end"] <= len(CONTEXT)
+    assert CONTEXT[body["start"] : body["end"]] == body["answer"]
+    assert 0.0 < body["score"] <= 1.0
+
+
+def test_batch_list_answers_in_order(server: ServerProcess) -> None:
+    other = {"question": "Where?", "context": "Manaus lies on the Rio Negro."}
+    single = [post(server, json.dumps(q)).json() for q in (QUESTION, other)]
+    batch = post(server, json.dumps([QUESTION, other]))
+    assert batch.status_code == 200
+    assert batch.json() == single
+
+
+def test_classic_sample_form_with_version(server: ServerProcess) -> None:
+    classic = {"context": CONTEXT, "question": QUESTION["question"], "version": "1.0"}
+    assert post(server, json.dumps(classic)).json() == post(server, json.dumps(QUESTION)).json()
+
+
+def test_json_lines_in_and_out(server: ServerProcess) -> None:
+    lines = json.dumps(QUESTION) + "\n" + json.dumps(QUESTION) + "\n"
+    response = post(server, lines, "application/jsonlines", Accept="application/jsonlines")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/jsonlines")
+    answers = [json.loads(line) for line in response.text.splitlines()]
+    assert len(answers) == 2 and answers[0] == answers[1]
+    assert answers[0] == post(server, json.dumps(QUESTION)).json()
+
+
+def test_custom_attributes_pass_through_on_success_and_error(server: ServerProcess) -> None:
+    attrs = "trace_id=abc-123,tenant=blue"
+    ok = post(server, json.dumps(QUESTION), **{"X-Amzn-SageMaker-Custom-Attributes": attrs})
+    bad = post(server, "{", **{"X-Amzn-SageMaker-Custom-Attributes": attrs})
+    assert ok.headers["x-amzn-sagemaker-custom-attributes"] == attrs
+    assert bad.headers["x-amzn-sagemaker-custom-attributes"] == attrs
+
+
+# --- bad input -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ('{"question": "x", "context": ', "not valid JSON"),
+        ('{"question": 3, "context": "c"}', "'question' must be a string"),
+        ('{"question": "q"}', "missing the field 'context'"),
+        ('{"question": "q", "context": "   "}', "'context' is empty"),
+        ("[]", "list is empty"),
+        ('["just a string"]', "must be a JSON object"),
+        ("", "empty"),
+        (b"\xff\xfe", "UTF-8"),
+    ],
+)
+def test_malformed_requests_are_400(server: ServerProcess, body: str | bytes, fragment: str) -> None:
+    assert_error(post(server, body), 400, fragment)
+
+
+def test_question_longer_than_the_largest_bucket_is_400(server: ServerProcess) -> None:
+    body = json.dumps({"question": "why " * 500, "context": CONTEXT})
+    assert_error(post(server, body), 400, "question is too long")
+
+
+def test_unsupported_content_type_is_415(server: ServerProcess) -> None:
+    assert_error(post(server, "a,b", "text/csv"), 415, "text/csv")
+
+
+def test_unacceptable_accept_is_406(server: ServerProcess) -> None:
+    assert_error(post(server, json.dumps(QUESTION), Accept="text/csv"), 406, "text/csv")
+
+
+def test_body_over_6_mb_is_413_and_server_lives(server: ServerProcess) -> None:
+    huge = json.dumps({"question": "q", "context": "a" * (6 * 1024 * 1024)})
+    assert_error(post(server, huge), 413, "limit")
+    assert post(server, json.dumps(QUESTION)).status_code == 200
+
+
+def test_model_failure_is_500_without_traceback_and_server_lives(server: ServerProcess) -> None:
+    response = post(server, json.dumps({"question": f"will it {FAIL_WORD}?", "context": CONTEXT}))
+    assert_error(response, 500, "internal error")
+    assert "toy model asked to fail" not in response.text
+    assert post(server, json.dumps(QUESTION)).status_code == 200
+    assert "toy model asked to fail" in server.log()
+
+
+def test_unknown_route_is_json_404(server: ServerProcess) -> None:
+    with server.client() as client:
+        response = client.get("/nope")
+    assert_error(response, 404, "/nope")
+
+
+# --- buckets, stride, batching -----------------------------------------------------------------------------
+
+
+def test_short_request_runs_in_the_smallest_bucket(server: ServerProcess) -> None:
+    before = stats(server)
+    post(server, json.dumps(QUESTION))
+    after = stats(server)
+    assert calls(after, 64) == calls(before, 64) + 1
+    for bucket in (128, 256, 384):
+        assert calls(after, bucket) == calls(before, bucket)
+
+
+def test_medium_request_runs_in_the_bucket_that_fits(server: ServerProcess) -> None:
+    context = " ".join(["forest"] * 100)  # ~100 tokens with the question: bucket 128
+    before = stats(server)
+    post(server, json.dumps({"question": "what?", "context": context}))
+    after = stats(server)
+    assert calls(after, 128) == calls(before, 128) + 1
+    assert calls(after, 64) == calls(before, 64)
+
+
+def test_long_context_is_split_into_strided_windows(server: ServerProcess) -> None:
+    context = " ".join(f"word{i % 50}" for i in range(400))  # well over 384 tokens
+    before = stats(server)
+    response = post(server, json.dumps({"question": "which word?", "context": context}))
+    after = stats(server)
+    assert response.status_code == 200
+    body = response.json()
+    assert context[body["start"] : body["end"]] == body["answer"]
+    windows = after["features"] - before["features"]
+    assert windows >= 3  # 400 words are > 800 word pieces: several overlapping windows
+    assert calls(after, 384) > calls(before, 384)
+
+
+def test_concurrent_requests_are_micro_batched(server: ServerProcess) -> None:
+    slow = json.dumps({"question": f"is it {SLOW_WORD}?", "context": CONTEXT})
+    before = stats(server)
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(post, server, slow)
+        time.sleep(0.3)  # the slow request now occupies the inference thread
+        rest = [pool.submit(post, server, json.dumps(QUESTION)) for _ in range(7)]
+        responses = [first.result(), *[f.result() for f in rest]]
+    after = stats(server)
+    assert all(r.status_code == 200 for r in responses)
+    assert after["largest_batch"] >= 2
+    new_batches = after["batches"] - before["batches"]
+    assert new_batches < 8  # eight requests shared fewer than eight model calls
+    assert len({r.text for r in responses[1:]}) == 1
+
+
+# --- readiness and refusal -------------------------------------------------------------------------------------
+
+
+def test_ping_is_503_until_the_model_is_loaded(toy_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model_dir)
+    manifest_text = (model_dir / "manifest.json").read_text()
+    (model_dir / "manifest.json").unlink()
+    os.mkfifo(model_dir / "manifest.json")  # the loader blocks here until the test writes the manifest
+    proc = start_server(model_dir, tmp_path / "server.log")
+    try:
+        proc.wait_accepting()
+        with proc.client() as client:
+            ping = client.get("/ping")
+            assert ping.status_code == 503 and ping.json()["status"] == "loading"
+            assert_error(client.post("/invocations", json=QUESTION), 503, "loading")
+        with (model_dir / "manifest.json").open("w") as fifo:
+            fifo.write(manifest_text)
+        proc.wait_ready()
+        assert post(proc, json.dumps(QUESTION)).status_code == 200
+    finally:
+        assert proc.terminate() == 0
+
+
+def _wait_failed(proc: ServerProcess) -> dict:
+    deadline = time.monotonic() + 60
+    with proc.client() as client:
+        while time.monotonic() < deadline:
+            ping = client.get("/ping")
+            assert ping.status_code == 503
+            if ping.json()["status"] == "failed":
+                return ping.json()
+            time.sleep(0.05)
+    raise TimeoutError(proc.log())
+
+
+def test_tampered_model_is_refused_with_a_clear_log_line(toy_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model_dir)
+    with (model_dir / "model.pt").open("r+b") as fh:
+        fh.seek(100)
+        byte = fh.read(1)
+        fh.seek(100)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    proc = start_server(model_dir, tmp_path / "server.log")
+    try:
+        proc.wait_accepting()
+        ping = _wait_failed(proc)
+        assert "tampered" in ping["message"] and "model.pt" in ping["message"]
+        assert_error(post(proc, json.dumps(QUESTION)), 503, "tampered")
+        assert "model refused: model is tampered: sha256 mismatch for model.pt" in proc.log()
+    finally:
+        proc.terminate()
+
+
+def test_incomplete_model_is_refused(toy_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model_dir)
+    (model_dir / "tokenizer.json").unlink()
+    proc = start_server(model_dir, tmp_path / "server.log")
+    try:
+        proc.wait_accepting()
+        assert "incomplete: tokenizer.json missing" in _wait_failed(proc)["message"]
+    finally:
+        proc.terminate()
+
+
+def test_model_whose_warm_up_fails_never_reports_healthy(toy_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    build_toy_model_dir(model_dir, minilm_tokenizer_path())
+    # A tokenizer whose filler text contains the fail word makes every warm-up call fail.
+    tok = json.loads((model_dir / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    vocab["warm"], vocab[FAIL_WORD] = vocab[FAIL_WORD], vocab["warm"]
+    (model_dir / "tokenizer.json").write_text(json.dumps(tok))
+    from container.manifest import hash_files
+
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    manifest["files"] = hash_files(model_dir)
+    (model_dir / "manifest.json").write_text(json.dumps(manifest))
+    proc = start_server(model_dir, tmp_path / "server.log")
+    try:
+        proc.wait_accepting()
+        assert "failed to load" in _wait_failed(proc)["message"]
+    finally:
+        proc.terminate()
+
+
+# --- shutdown ---------------------------------------------------------------------------------------------------
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_0(toy_model_dir: Path, tmp_path: Path) -> None:
+    proc = start_server(toy_model_dir, tmp_path / "server.log")
+    proc.wait_ready()  # a failure here is cleaned up by the session fixture
+    slow = json.dumps({"question": f"is it {SLOW_WORD}?", "context": CONTEXT})
+    result: dict[str, httpx.Response] = {}
+    worker = threading.Thread(target=lambda: result.setdefault("r", post(proc, slow)))
+    worker.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    exit_code = proc.terminate(timeout=30)
+    worker.join()
+    assert exit_code == 0
+    assert time.monotonic() - started < 30
+    assert result["r"].status_code == 200
+    assert "drained after SIGTERM" in proc.log()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{proc.url}/ping", timeout=2)
+
+
+def test_request_exceeding_the_model_server_timeout_is_504(tmp_path: Path) -> None:
+    model_dir = build_toy_model_dir(tmp_path / "model", minilm_tokenizer_path(), slow_steps=16000)
+    proc = start_server(model_dir, tmp_path / "server.log", SAGEMAKER_MODEL_SERVER_TIMEOUT="1")
+    try:
+        proc.wait_ready()
+        slow = json.dumps({"question": f"is it {SLOW_WORD}?", "context": CONTEXT})
+        assert_error(post(proc, slow), 504, "longer than 1s")
+    finally:
+        proc.terminate()
+
+
+@pytest.mark.slow
+def test_two_workers_serve_and_exit_0_on_sigterm(toy_model_dir: Path, tmp_path: Path) -> None:
+    proc = start_server(toy_model_dir, tmp_path / "server.log", SAGEMAKER_MODEL_SERVER_WORKERS="2")
+    try:
+        proc.wait_ready()
+        # Each worker only accepts once its model is loaded, so no request ever meets a loading worker.
+        for _ in range(6):
+            assert post(proc, json.dumps(QUESTION)).status_code == 200
+    finally:
+        exit_code = proc.terminate()
+    assert exit_code == 0
+    pids = {line.split("[pid ")[1].split("]")[0] for line in proc.log().splitlines() if "model ready" in line}
+    assert len(pids) == 2
+
+
+def test_onnx_model_serves_the_same_answer_as_in_process(tiny_onnx_model_dir: Path, tmp_path: Path) -> None:
+    proc = start_server(tiny_onnx_model_dir, tmp_path / "server.log")
+    try:
+        proc.wait_ready()
+        served = post(proc, json.dumps(QUESTION)).json()
+    finally:
+        proc.terminate()
+    direct = Predictor.load(tiny_onnx_model_dir).answer(QUESTION["question"], QUESTION["context"])
+    assert served["answer"] == direct.text
+    assert (served["start"], served["end"]) == (direct.start, direct.end)
+    assert served["score"] == pytest.approx(direct.score, rel=1e-5)
