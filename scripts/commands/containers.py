@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_setup)
     p = csub.add_parser("stop", help="stop the podman API service this project started")
     p.set_defaults(func=run_stop)
+    p = csub.add_parser("reset", help="stop podman and delete this project's containers, images and storage")
+    p.set_defaults(func=run_reset)
 
     image = sub.add_parser("image", help="build, run and check the serving image")
     isub = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
@@ -84,6 +86,13 @@ def run_context(args: argparse.Namespace) -> int:
 
     digest = write_full_context(_inputs(_paths(), f"{REPOSITORY}:{SUITE}"), args.out)
     _say(f"wrote {args.out} (sha256 {digest[:16]}); build it with: docker build -t sagebox-serving - < {args.out}")
+    return 0
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    from scripts.containers.podman import reset
+
+    reset(_paths(), subprocess.run, _say)
     return 0
 
 

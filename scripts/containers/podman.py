@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -199,3 +201,31 @@ def last_line(path: Path) -> str:
     except OSError:
         return "no log"
     return lines[-1] if lines else "no log"
+
+
+def mounts_under(root: Path, mounts_text: str) -> list[Path]:
+    """Mount points at or below `root` in /proc/self/mounts text, deepest first (the order to unmount them)."""
+    found = []
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) < 2:
+            continue
+        point = Path(fields[1].replace("\\040", " "))
+        if point == root or point.is_relative_to(root):
+            found.append(point)
+    return sorted(set(found), key=lambda p: len(p.parts), reverse=True)
+
+
+def reset(paths: Paths, run: Runner, log: Callable[[str], None]) -> None:
+    """Stop the service, remove every container and build container, unmount and delete the project's storage."""
+    if stop_service(paths):
+        log("stopped the podman service")
+    env = podman_env(paths, os.environ)
+    if paths.storage_conf.is_file():
+        for argv in (["podman", "rm", "--all", "--force"], ["buildah", "rm", "--all"]):
+            with contextlib.suppress(FileNotFoundError):
+                run(argv, capture_output=True, text=True, check=False, env=env)
+    for point in mounts_under(paths.podman, Path("/proc/self/mounts").read_text()):
+        run(["umount", "--lazy", str(point)], capture_output=True, text=True, check=False)
+    shutil.rmtree(paths.podman, ignore_errors=True)
+    log(f"removed {paths.podman}")

@@ -160,3 +160,17 @@ def test_wheelhouse_problems_name_each_cuda_wheel() -> None:
         ["torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "nvidia_nccl_cu12-2.27.3-py3-none-any.whl"]
     )
     assert len(found) == 2 and "not a CPU build" in found[0] and "CUDA package" in found[1]
+
+
+def test_reset_unmounts_the_deepest_mounts_under_the_project_first(tmp_path: Path) -> None:
+    root = tmp_path / "podman"
+    mounts = (
+        f"/dev/vda {root}/storage/overlay ext4 rw 0 0\n"
+        f"overlay {root}/storage/overlay/abc/merged overlay rw 0 0\n"
+        f"/dev/vda {tmp_path}/podman-other ext4 rw 0 0\n"
+        "proc /proc proc rw 0 0\n"
+    )
+    assert podman.mounts_under(root, mounts) == [
+        root / "storage/overlay/abc/merged",
+        root / "storage/overlay",
+    ]
