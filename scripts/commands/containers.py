@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -118,22 +119,32 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Stop(Exception):
+    """SIGTERM to `sagebox image run`: stop the container as Ctrl-C does."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop
+
+
 def run_run(args: argparse.Namespace) -> int:
     from scripts.containers import run
 
     client, built = _client_and_image(verbose=False)
     handle = run.run_container(client, built.tag, args.model_dir, args.port)
     _say(f"serving {args.model_dir} at {handle.url} (container {handle.id[:12]}); Ctrl-C stops it with SIGTERM")
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
     try:
         for chunk in handle.container.logs(stream=True, follow=True):
             sys.stdout.write(chunk.decode("utf-8", errors="replace"))
             sys.stdout.flush()
         handle.container.reload()
         _say(f"the container stopped by itself ({handle.container.status})")
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stop):
         seconds, code = run.stop(handle)
         _say(f"stopped with SIGTERM in {seconds:.1f}s, exit {code}")
     finally:
+        signal.signal(signal.SIGTERM, previous)
         run.remove(handle)
         client.close()
     return 0

@@ -10,7 +10,7 @@ import hashlib
 import io
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -160,6 +160,8 @@ def _build(
     target: str | None = None,
     build_args: Mapping[str, str] | None = None,
 ) -> Any:
+    import docker.errors
+
     with build_log.open("a") as log_file:
 
         def record(line: str) -> None:
@@ -167,26 +169,40 @@ def _build(
             log(line)
 
         record(f"### building {tag}" + (f" (target {target})" if target else ""))
-        chunks = client.api.build(
-            fileobj=fileobj,
-            custom_context=True,
-            tag=tag,
-            target=target,
-            platform=PLATFORM,
-            buildargs=dict(build_args or {}),
-            labels=dict(labels),
-            rm=True,
-            forcerm=True,
-            pull=False,
-            decode=True,
-        )
-        error = build_error(chunks, record)
+        try:
+            error = build_error(_stream(client, fileobj, tag, labels, target, build_args), record)
+        except docker.errors.APIError as exc:
+            error = " ".join(str(exc.explanation or exc).split())
     if error:
         raise SageboxError(f"building {tag} failed: {error} (full log: {build_log})")
     image = find_image(client, tag)
     if image is None:
         raise SageboxError(f"the build finished but {tag} is not in the engine (full log: {build_log})")
     return image
+
+
+def _stream(
+    client: docker.DockerClient,
+    fileobj: BinaryIO,
+    tag: str,
+    labels: Mapping[str, str],
+    target: str | None,
+    build_args: Mapping[str, str] | None,
+) -> Iterator[dict[str, Any]]:
+    chunks: Iterator[dict[str, Any]] = client.api.build(
+        fileobj=fileobj,
+        custom_context=True,
+        tag=tag,
+        target=target,
+        platform=PLATFORM,
+        buildargs=dict(build_args or {}),
+        labels=dict(labels),
+        rm=True,
+        forcerm=True,
+        pull=False,  # never a registry: the base image is made locally
+        decode=True,
+    )
+    return chunks
 
 
 def _labelled(image: Any, digest: str) -> bool:

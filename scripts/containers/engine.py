@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from scripts.errors import SageboxError
+
 if TYPE_CHECKING:
     import docker
 
@@ -34,8 +36,13 @@ def choose_engine(env: Mapping[str, str], docker_socket_answers: Callable[[], bo
 
 def connect(base_url: str, timeout_s: float = CLIENT_TIMEOUT_S) -> docker.DockerClient:
     import docker
+    import docker.errors
 
-    return docker.DockerClient(base_url=base_url, version="auto", timeout=int(timeout_s))
+    try:
+        return docker.DockerClient(base_url=base_url, version="auto", timeout=int(timeout_s))
+    except docker.errors.DockerException as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SageboxError(f"no Docker API answers at {base_url} ({first}); run `sagebox containers setup`") from None
 
 
 def answers(base_url: str, timeout_s: float = 2.0) -> bool:

@@ -96,17 +96,22 @@ def run_container(
         raise SageboxError(
             f"{blocked[0]} is not readable by the image's non-root user; run `chmod -R a+rX {model_dir}`"
         )
+    import docker.errors
+
     host_port = port or free_port()
     started = clock()
-    container = client.containers.run(
-        image,
-        command=["serve"],
-        detach=True,
-        environment=dict(env or {}),
-        ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", host_port)},
-        volumes={str(model_dir.resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}},
-        labels={"org.sagebox.role": "serving-check"},
-    )
+    try:
+        container = client.containers.run(
+            image,
+            command=["serve"],
+            detach=True,
+            environment=dict(env or {}),
+            ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", host_port)},
+            volumes={str(model_dir.resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}},
+            labels={"org.sagebox.role": "serving"},
+        )
+    except docker.errors.APIError as exc:
+        raise SageboxError(f"cannot start {image}: {' '.join(str(exc.explanation or exc).split())}") from None
     return ContainerHandle(container=container, host_port=host_port, started_at=started)
 
 

@@ -15,6 +15,7 @@ import container
 from scripts.containers import build, context, engine, run, wheelhouse
 from scripts.containers.paths import Paths
 from scripts.containers.setup import Ready, setup
+from scripts.errors import SageboxError
 
 if TYPE_CHECKING:
     import docker
@@ -112,3 +113,23 @@ def test_a_code_change_rebuilds_only_the_code_stage(
     assert first.rebuilt and first.id != built.id
     assert not again.rebuilt and again.id == first.id
     print(f"rebuild after a code change: {first.seconds:.1f}s; unchanged: {again.seconds:.1f}s")
+
+
+def test_a_failing_build_is_one_line_naming_the_failure(
+    client: docker.DockerClient, inputs: build.BuildInputs, paths: Paths, tmp_path: Path
+) -> None:
+    broken = tmp_path / "Dockerfile"
+    broken.write_text(
+        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE} AS runtime\nRUN echo about to fail && exit 3\n"
+        "FROM runtime AS serving\nUSER 10001\n"
+    )
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"unused")
+    failing = build.BuildInputs(
+        **{**inputs.__dict__, "dockerfile": broken, "wheels": tuple(wheels.iterdir()), "tag": "sagebox-serving:broken"}
+    )
+    with pytest.raises(SageboxError, match=r"^building localhost/sagebox-serving-runtime:\w+ failed: .*exit") as info:
+        build.build_image(client, failing, tmp_path / "work")
+    assert "\n" not in str(info.value)
+    assert "about to fail" in (tmp_path / "work" / "build.log").read_text()
