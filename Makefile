@@ -63,4 +63,5 @@ image: venv podman
 	@$(BIN)/sagebox image check
 
 clean:
+	@if [ -x $(BIN)/sagebox ]; then $(BIN)/sagebox containers reset; fi
 	rm -rf .sagebox cdk.out build *.egg-info
