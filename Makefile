@@ -25,10 +25,10 @@ help:
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
-	@echo "Installing Python dependencies into $(VENV) (first time: ~2 min)"
-	@$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]' 2>&1 | { grep -v -e "^WARNING: Location 'file:" -e "^$$" || true; }
-	@$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') and '+cu' not in v and torch.version.cuda is None else f'wrong torch build: {v}')"
+	@echo "Installing Python dependencies into $(VENV) (first time: ~3 min; log: $(VENV)/pip.log)"
+	@$(BIN)/python -m pip install --upgrade pip > $(VENV)/pip.log 2>&1 || { tail -20 $(VENV)/pip.log; exit 1; }
+	@$(BIN)/python -m pip install $(PIP_ARGS) -e '.[dev]' >> $(VENV)/pip.log 2>&1 || { tail -30 $(VENV)/pip.log; exit 1; }
+	@$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') and torch.version.cuda is None else f'wrong torch build: {v}')"
 	@touch $@
 
 venv: $(STAMP)
