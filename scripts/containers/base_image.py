@@ -142,6 +142,8 @@ def import_rootfs(client: docker.DockerClient, rootfs: Path, recipe: BaseRecipe)
     image = client.images.get(imported_id(str(response)))
     image.tag(REPOSITORY, recipe.tag)
     image.tag(REPOSITORY, recipe.suite)
+    if f"{REPOSITORY}:latest" in image.tags:  # the name podman gave it, not one we asked for
+        client.images.remove(f"{REPOSITORY}:latest")
     return str(image.id)
 
 

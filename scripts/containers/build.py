@@ -6,6 +6,7 @@ wheelhouse) tagged by a digest of their inputs, then the code stage on top of th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -234,6 +235,22 @@ def ensure_runtime_image(
     return tag, True
 
 
+def prune_superseded(client: docker.DockerClient, runtime_tag: str) -> int:
+    """Remove runtime images other than `runtime_tag`, then untagged images: bytes reclaimed (by the engine's count).
+
+    Each runtime image holds its own 1 GB venv layer; images still used by a container stay.
+    """
+    import docker.errors
+
+    for image in client.images.list(name=RUNTIME_REPOSITORY):
+        for tag in image.tags:
+            if tag != runtime_tag and tag.startswith(f"{RUNTIME_REPOSITORY}:"):
+                with contextlib.suppress(docker.errors.APIError):  # in use by a container: kept
+                    client.images.remove(tag)
+    result = client.images.prune(filters={"dangling": True})
+    return int((result or {}).get("SpaceReclaimed") or 0)
+
+
 def build_image(
     client: docker.DockerClient,
     inputs: BuildInputs,
@@ -246,6 +263,8 @@ def build_image(
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "build.log").write_text("")
     runtime_tag, runtime_rebuilt = ensure_runtime_image(client, inputs, work_dir, log)
+    if runtime_rebuilt:
+        log(f"pruned superseded images: {prune_superseded(client, runtime_tag) / 1e6:.0f} MB reclaimed")
     runtime_id = str(find_image(client, runtime_tag).id)
     data, context_sha256 = context.tar_bytes(serving_entries(inputs, runtime_tag))
     digest = inputs_digest(context_sha256, {"runtime": runtime_id})
