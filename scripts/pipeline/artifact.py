@@ -31,10 +31,21 @@ def staged_dir(out_dir: Path) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.staging-"))
     try:
         yield staging
+        make_world_readable(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     replace_dir(staging, out_dir)
+
+
+def make_world_readable(root: Path) -> None:
+    """Directories 0755, files 0644: servers run as non-root users (the image's, SageMaker's) must read models.
+
+    `mkdtemp` makes 0700 directories, which such a user could not enter.
+    """
+    root.chmod(0o755)
+    for path in root.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def replace_dir(new: Path, target: Path) -> None:
