@@ -43,7 +43,7 @@ class ToyQA(nn.Module):
         return logits[..., 0].contiguous(), logits[..., 1].contiguous()
 
 
-def build_toy_model_dir(out: Path, tokenizer_path: Path, slow_steps: int = 4000) -> Path:
+def build_toy_model_dir(out: Path, tokenizer_path: Path, slow_steps: int = 10000) -> Path:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
