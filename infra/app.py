@@ -1,0 +1,97 @@
+"""The CDK app: `cdk.json` runs `python -m infra.app`; tests and `infra.local` call `build()` in-process."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from infra import nag
+from infra.catalog import CatalogError
+from infra.errors import InfraError
+from infra.plan import EndpointPlan, artifacts_stack_name, plan_endpoints
+from infra.settings import CONTEXT_KEYS, AppSettings
+from infra.stacks.artifacts import ArtifactsStack
+from infra.stacks.endpoint import EndpointStack
+from infra.targets import Target, load_targets
+
+# Feature flags the stacks rely on, set here (not only in cdk.json) so in-process synths behave the same.
+FEATURE_FLAGS: dict[str, object] = {
+    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
+    "@aws-cdk/aws-s3:createDefaultLoggingPolicy": True,
+    "@aws-cdk/aws-s3:publicAccessBlockedByDefault": True,
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/core:enablePartitionLiterals": True,
+    "@aws-cdk/aws-kms:aliasNameRef": True,
+    "@aws-cdk/aws-kms:reduceCrossAccountRegionPolicyScope": True,
+    "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
+    "@aws-cdk/core:explicitStackTags": True,
+}
+
+# moto 5.2 fails to create a tagged AWS::KMS::Key from CloudFormation (it expects TagKey/TagValue): local
+# synthesis, which targets moto, leaves these resource types untagged.
+MOTO_UNTAGGABLE = ["AWS::KMS::Key"]
+
+
+def apply_feature_flags(app: cdk.App) -> None:
+    for key, value in FEATURE_FLAGS.items():
+        if app.node.try_get_context(key) is None:
+            app.node.set_context(key, value)
+
+
+def synthesizer(settings: AppSettings) -> cdk.IStackSynthesizer:
+    """Local (moto) synthesis has no bootstrap stack: no version rule, no asset publishing."""
+    return cdk.BootstraplessSynthesizer() if settings.local else cdk.DefaultStackSynthesizer()
+
+
+def add_stacks(app: cdk.App, plans: Sequence[EndpointPlan], settings: AppSettings) -> list[cdk.Stack]:
+    """The artifacts stack and one endpoint stack per plan, with cdk-nag's AwsSolutions checks on the app."""
+    apply_feature_flags(app)
+    nag.enable(app)
+    for plan in plans:
+        if settings.local and plan.needs_assets:
+            raise InfraError(f"target {plan.name!r} needs assets, which local synthesis cannot publish")
+    artifacts = ArtifactsStack(
+        app, artifacts_stack_name(settings.prefix), prefix=settings.prefix, synthesizer=synthesizer(settings)
+    )
+    stacks: list[cdk.Stack] = [artifacts]
+    untaggable = MOTO_UNTAGGABLE if settings.local else []
+    for plan in plans:
+        stack: cdk.Stack = EndpointStack(
+            app, plan.stack_name, plan=plan, artifacts=artifacts, synthesizer=synthesizer(settings)
+        )
+        cdk.Tags.of(stack).add("sagebox:target", plan.name, exclude_resource_types=untaggable)
+        stacks.append(stack)
+    for stack in stacks:
+        cdk.Tags.of(stack).add("sagebox:app", settings.prefix, exclude_resource_types=untaggable)
+    return stacks
+
+
+def build(
+    settings: AppSettings, targets: Sequence[Target] | None = None, *, outdir: Path | None = None
+) -> cdk.App:
+    """A ready-to-synth app; `targets` default to the settings' targets file."""
+    plans = plan_endpoints(load_targets(settings.targets_file) if targets is None else targets, settings)
+    app = cdk.App(outdir=str(outdir) if outdir else None)
+    add_stacks(app, plans, settings)
+    return app
+
+
+def main() -> int:
+    app = cdk.App()
+    try:
+        context = {key: app.node.try_get_context(key) for key in CONTEXT_KEYS}
+        settings = AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())
+        plans = plan_endpoints(load_targets(settings.targets_file), settings)
+        add_stacks(app, plans, settings)
+    except (InfraError, CatalogError) as exc:
+        print(f"sagebox infra: error: {exc}", file=sys.stderr)
+        return 1
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
