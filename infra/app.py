@@ -28,6 +28,8 @@ FEATURE_FLAGS: dict[str, object] = {
     "@aws-cdk/aws-kms:reduceCrossAccountRegionPolicyScope": True,
     "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
     "@aws-cdk/core:explicitStackTags": True,
+    # Classic Export/Fn::ImportValue references, which moto supports and which protect the artifacts stack.
+    "@aws-cdk/core:defaultCrossStackReferences": "strong",
 }
 
 # moto 5.2 fails to create a tagged AWS::KMS::Key from CloudFormation (it expects TagKey/TagValue): local

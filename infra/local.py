@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from infra.errors import DeployError
 from infra.settings import AppSettings
@@ -94,13 +95,30 @@ def deployment_order(templates: Mapping[str, Template]) -> list[str]:
     return order
 
 
+# The endpoint gave no parsable answer (moto answers 500 when a resource fails to create).
+TRANSPORT_ERRORS = (BotoCoreError, ResponseParserError)
+
+
+def _client_error(stack_name: str, exc: ClientError) -> DeployError:
+    error = exc.response.get("Error", {})
+    message = str(error.get("Message") or exc).splitlines()[0]
+    return DeployError(f"stack {stack_name}: {error.get('Code', 'error')}: {message}")
+
+
+def _transport_error(stack_name: str, exc: Exception) -> DeployError:
+    first = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
+    return DeployError(f"stack {stack_name}: CloudFormation gave no usable answer: {first}")
+
+
 def _status(cloudformation: Any, stack_name: str) -> str | None:
     try:
         stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     except ClientError as exc:
         if "does not exist" in str(exc):
             return None
-        raise
+        raise _client_error(stack_name, exc) from None
+    except TRANSPORT_ERRORS as exc:
+        raise _transport_error(stack_name, exc) from None
     return str(stacks[0]["StackStatus"]) if stacks else None
 
 
@@ -144,12 +162,6 @@ def _wait(
         sleep(poll_s)
 
 
-def _client_error(stack_name: str, exc: ClientError) -> DeployError:
-    error = exc.response.get("Error", {})
-    message = str(error.get("Message") or exc).splitlines()[0]
-    return DeployError(f"stack {stack_name}: {error.get('Code', 'error')}: {message}")
-
-
 def deploy(
     cloudformation: Any,
     templates: Mapping[str, Template],
@@ -175,6 +187,8 @@ def deploy(
         except ClientError as exc:
             if "No updates are to be performed" not in str(exc):
                 raise _client_error(stack_name, exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise _transport_error(stack_name, exc) from None
         _wait(cloudformation, stack_name, DONE, timeout_s=timeout_s, poll_s=poll_s, sleep=sleep, clock=clock)
     return endpoint_names(cloudformation, list(templates))
 
@@ -211,6 +225,8 @@ def destroy(
             cloudformation.delete_stack(StackName=stack_name)
         except ClientError as exc:
             raise _client_error(stack_name, exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise _transport_error(stack_name, exc) from None
         _wait(
             cloudformation,
             stack_name,

@@ -36,7 +36,9 @@ class ArtifactsStack(cdk.Stack):
             "Key",
             description="Sagebox: model artifacts, data capture and endpoint volumes",
             enable_key_rotation=True,
-            removal_policy=cdk.RemovalPolicy.RETAIN,
+            # Deleting the stack schedules the key's deletion; it can be cancelled for 30 days.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            pending_window=cdk.Duration.days(30),
         )
         access_logs = s3.Bucket(
             self,
@@ -51,6 +53,7 @@ class ArtifactsStack(cdk.Stack):
                     expiration=cdk.Duration.days(365), noncurrent_version_expiration=cdk.Duration.days(30)
                 )
             ],
+            # Access logs outlive the stack (generated name: a later deploy creates a new log bucket).
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
         self.prefix = prefix
@@ -74,7 +77,9 @@ class ArtifactsStack(cdk.Stack):
                     abort_incomplete_multipart_upload_after=cdk.Duration.days(7),
                 )
             ],
-            removal_policy=cdk.RemovalPolicy.RETAIN,
+            # Fixed name, so a retained bucket would block a later deploy. CloudFormation refuses to delete a
+            # bucket that holds objects: destroying the stack never deletes models or captured data.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.repository = ecr.Repository(
             self,
@@ -96,7 +101,8 @@ class ArtifactsStack(cdk.Stack):
                     max_image_count=KEEP_TAGGED_IMAGES,
                 ),
             ],
-            removal_policy=cdk.RemovalPolicy.RETAIN,
+            # As for the bucket: deleting the stack fails, and deletes nothing, while images remain.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         cdk.CfnOutput(
             self, "BucketName", value=self.bucket.bucket_name, description="Model and data-capture bucket"

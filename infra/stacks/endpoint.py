@@ -280,8 +280,7 @@ class EndpointStack(cdk.Stack):
             ),
             auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
                 alarms=[
-                    sagemaker.CfnEndpoint.AlarmProperty(alarm_name=a.alarm_name)
-                    for a in self.monitoring.alarms
+                    sagemaker.CfnEndpoint.AlarmProperty(alarm_name=n) for n in self.monitoring.alarm_names
                 ]
             ),
         )
