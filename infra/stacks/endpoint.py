@@ -18,18 +18,6 @@ from infra.plan import VARIANT_NAME, BuildImage, EndpointPlan, LocalModel
 from infra.stacks.artifacts import BUCKET_NAME, ArtifactsStack, bucket_name
 from infra.stacks.monitoring import EndpointMonitoring
 
-# Never part of the image's build context, whatever the Dockerfile's .dockerignore says: keeps synth fast.
-IMAGE_EXCLUDES = [
-    ".git",
-    ".venv",
-    "node_modules",
-    "cdk.out",
-    ".sagebox",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    "**/__pycache__",
-]
 DATA_CAPTURE_PREFIX = "data-capture"
 
 
@@ -161,7 +149,7 @@ class EndpointStack(cdk.Stack):
                 directory=str(image.context),
                 file=image.dockerfile,
                 platform=ecr_assets.Platform.LINUX_AMD64,
-                exclude=IMAGE_EXCLUDES,
+                exclude=list(image.exclude),
                 ignore_mode=cdk.IgnoreMode.DOCKER,
             )
             return asset.image_uri, asset.repository.repository_arn

@@ -129,6 +129,18 @@ def test_images(settings: AppSettings) -> None:
         plan_endpoint(target(image="build"), AppSettings(build_context=Path("/nonexistent")))
 
 
+def test_the_model_directory_stays_out_of_the_image_build_context(tmp_path: Path) -> None:
+    (tmp_path / "container").mkdir()
+    (tmp_path / "container" / "Dockerfile").write_text("FROM scratch\n")
+    inside = AppSettings(build_context=tmp_path, model_dir=tmp_path / "build" / "models")
+    image = plan_endpoint(target(image="build"), inside).image
+    assert isinstance(image, BuildImage)
+    assert image.exclude[-1] == "build/models" and ".venv" in image.exclude
+    outside = AppSettings(build_context=tmp_path, model_dir=Path("/elsewhere/models"))
+    image = plan_endpoint(target(image="build"), outside).image
+    assert isinstance(image, BuildImage) and image.exclude[-1] == "**/__pycache__"
+
+
 def test_settings_image_uri_replaces_every_target_image(settings: AppSettings) -> None:
     other = "210987654321.dkr.ecr.eu-west-1.amazonaws.com/mine:2"
     plan = plan_endpoint(target(image="build"), AppSettings(image_uri=other))
