@@ -126,13 +126,14 @@ def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage 
         if settings.local:
             raise TargetError(
                 f"target {target!r}: local synthesis publishes no assets, so it cannot build the image: "
-                "give an image URI (-c image_uri=...)"
+                "give an image URI (cdk -c image_uri=...)"
             )
         dockerfile = settings.build_context / settings.dockerfile
         if not dockerfile.is_file():
             raise TargetError(
                 f"target {target!r}: image 'build' needs {dockerfile}, which does not exist "
-                "(set -c build_context=... -c dockerfile=..., or give an ECR image URI)"
+                "(set build_context and dockerfile, e.g. cdk -c build_context=... -c dockerfile=..., "
+                "or give an ECR image URI)"
             )
         # Model data reaches the endpoint as ModelDataUrl, never through the image.
         exclude = IMAGE_EXCLUDES
@@ -167,7 +168,7 @@ def resolve_model(
     if not path.exists():
         raise TargetError(
             f"target {target!r}: model artifact {path} does not exist "
-            "(package the model first, or point -c model_dir=... at the directory holding it)"
+            "(package the model first, or set model_dir to the directory holding it: cdk -c model_dir=...)"
         )
     try:
         info = inspect_artifact(path)
