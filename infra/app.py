@@ -11,7 +11,7 @@ import aws_cdk as cdk
 from infra import nag
 from infra.catalog import CatalogError
 from infra.errors import InfraError
-from infra.plan import EndpointPlan, artifacts_stack_name, plan_endpoints
+from infra.plan import artifacts_stack_name, plan_endpoints
 from infra.settings import CONTEXT_KEYS, AppSettings
 from infra.stacks.artifacts import ArtifactsStack
 from infra.stacks.endpoint import EndpointStack
@@ -48,13 +48,16 @@ def synthesizer(settings: AppSettings) -> cdk.IStackSynthesizer:
     return cdk.BootstraplessSynthesizer() if settings.local else cdk.DefaultStackSynthesizer()
 
 
-def add_stacks(app: cdk.App, plans: Sequence[EndpointPlan], settings: AppSettings) -> list[cdk.Stack]:
-    """The artifacts stack and one endpoint stack per plan, with cdk-nag's AwsSolutions checks on the app."""
+def add_stacks(
+    app: cdk.App, settings: AppSettings, targets: Sequence[Target] | None = None
+) -> list[cdk.Stack]:
+    """The artifacts stack and one endpoint stack per target, with cdk-nag's AwsSolutions checks on the app.
+
+    `targets` default to the settings' targets file.
+    """
+    plans = plan_endpoints(load_targets(settings.targets_file) if targets is None else targets, settings)
     apply_feature_flags(app)
     nag.enable(app)
-    for plan in plans:
-        if settings.local and plan.needs_assets:
-            raise InfraError(f"target {plan.name!r} needs assets, which local synthesis cannot publish")
     artifacts = ArtifactsStack(
         app, artifacts_stack_name(settings.prefix), prefix=settings.prefix, synthesizer=synthesizer(settings)
     )
@@ -74,20 +77,20 @@ def add_stacks(app: cdk.App, plans: Sequence[EndpointPlan], settings: AppSetting
 def build(
     settings: AppSettings, targets: Sequence[Target] | None = None, *, outdir: Path | None = None
 ) -> cdk.App:
-    """A ready-to-synth app; `targets` default to the settings' targets file."""
-    plans = plan_endpoints(load_targets(settings.targets_file) if targets is None else targets, settings)
+    """A ready-to-synth app (in-process: tests, `infra.local`, `sagebox infra synth`)."""
     app = cdk.App(outdir=str(outdir) if outdir else None)
-    add_stacks(app, plans, settings)
+    add_stacks(app, settings, targets)
     return app
 
 
 def main() -> int:
+    """`cdk.json`'s app: settings from the CDK context; a user error is one line on stderr and exit 1."""
     app = cdk.App()
     try:
         context = {key: app.node.try_get_context(key) for key in CONTEXT_KEYS}
-        settings = AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())
-        plans = plan_endpoints(load_targets(settings.targets_file), settings)
-        add_stacks(app, plans, settings)
+        add_stacks(
+            app, AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())
+        )
     except (InfraError, CatalogError) as exc:
         print(f"sagebox infra: error: {exc}", file=sys.stderr)
         return 1

@@ -13,6 +13,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def _transport_error(stack_name: str, exc: Exception) -> DeployError:
     return DeployError(f"stack {stack_name}: CloudFormation gave no usable answer: {first}")
 
 
-def _status(cloudformation: Any, stack_name: str) -> str | None:
+def _describe(cloudformation: Any, stack_name: str) -> dict[str, Any] | None:
     try:
         stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     except ClientError as exc:
@@ -119,13 +120,18 @@ def _status(cloudformation: Any, stack_name: str) -> str | None:
         raise _client_error(stack_name, exc) from None
     except TRANSPORT_ERRORS as exc:
         raise _transport_error(stack_name, exc) from None
-    return str(stacks[0]["StackStatus"]) if stacks else None
+    return dict(stacks[0]) if stacks else None
+
+
+def _status(cloudformation: Any, stack_name: str) -> str | None:
+    stack = _describe(cloudformation, stack_name)
+    return None if stack is None else str(stack["StackStatus"])
 
 
 def _failure_reason(cloudformation: Any, stack_name: str) -> str:
     try:
         events = cloudformation.describe_stack_events(StackName=stack_name)["StackEvents"]
-    except ClientError:
+    except (ClientError, *TRANSPORT_ERRORS):
         return "no stack events"
     failed = [e for e in events if str(e.get("ResourceStatus", "")).endswith("FAILED")]
     if not failed:
@@ -134,17 +140,18 @@ def _failure_reason(cloudformation: Any, stack_name: str) -> str:
     return f"{first.get('LogicalResourceId')}: {first.get('ResourceStatusReason', 'no reason given')}"
 
 
+@dataclass(frozen=True)
+class Waiting:
+    timeout_s: float
+    poll_s: float
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+
+
 def _wait(
-    cloudformation: Any,
-    stack_name: str,
-    success: set[str],
-    *,
-    timeout_s: float,
-    poll_s: float,
-    sleep: Callable[[float], None],
-    clock: Callable[[], float],
-    gone_is_success: bool = False,
+    cloudformation: Any, stack_name: str, success: set[str], waiting: Waiting, gone_is_success: bool = False
 ) -> None:
+    clock, timeout_s = waiting.clock, waiting.timeout_s
     deadline = clock() + timeout_s
     while True:
         status = _status(cloudformation, stack_name)
@@ -159,7 +166,17 @@ def _wait(
             raise DeployError(f"stack {stack_name} ended {status}: {reason}")
         if clock() >= deadline:
             raise DeployError(f"stack {stack_name} still {status} after {timeout_s:g} s")
-        sleep(poll_s)
+        waiting.sleep(waiting.poll_s)
+
+
+def _delete(cloudformation: Any, stack_name: str, waiting: Waiting) -> None:
+    try:
+        cloudformation.delete_stack(StackName=stack_name)
+    except ClientError as exc:
+        raise _client_error(stack_name, exc) from None
+    except TRANSPORT_ERRORS as exc:
+        raise _transport_error(stack_name, exc) from None
+    _wait(cloudformation, stack_name, {DELETED}, waiting, gone_is_success=True)
 
 
 def deploy(
@@ -172,24 +189,22 @@ def deploy(
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, str]:
     """Create or update each stack in dependency order and wait; return target name -> endpoint name."""
+    waiting = Waiting(timeout_s, poll_s, sleep, clock)
     for stack_name in deployment_order(templates):
         body = json.dumps(templates[stack_name])
         status = _status(cloudformation, stack_name)
+        if status == "ROLLBACK_COMPLETE":  # a failed first create: CloudFormation only lets it be deleted
+            _delete(cloudformation, stack_name, waiting)
+            status = None
+        call = cloudformation.create_stack if status is None else cloudformation.update_stack
         try:
-            if status is None or status == "REVIEW_IN_PROGRESS":
-                cloudformation.create_stack(
-                    StackName=stack_name, TemplateBody=body, Capabilities=CAPABILITIES
-                )
-            else:
-                cloudformation.update_stack(
-                    StackName=stack_name, TemplateBody=body, Capabilities=CAPABILITIES
-                )
+            call(StackName=stack_name, TemplateBody=body, Capabilities=CAPABILITIES)
         except ClientError as exc:
             if "No updates are to be performed" not in str(exc):
                 raise _client_error(stack_name, exc) from None
         except TRANSPORT_ERRORS as exc:
             raise _transport_error(stack_name, exc) from None
-        _wait(cloudformation, stack_name, DONE, timeout_s=timeout_s, poll_s=poll_s, sleep=sleep, clock=clock)
+        _wait(cloudformation, stack_name, DONE, waiting)
     return endpoint_names(cloudformation, list(templates))
 
 
@@ -197,10 +212,9 @@ def endpoint_names(cloudformation: Any, stack_names: Sequence[str]) -> dict[str,
     """Target name -> endpoint name, read from the stacks' outputs (moto generates its own endpoint names)."""
     names: dict[str, str] = {}
     for stack_name in stack_names:
-        try:
-            stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-        except ClientError as exc:
-            raise _client_error(stack_name, exc) from None
+        stack = _describe(cloudformation, stack_name)
+        if stack is None:
+            raise DeployError(f"stack {stack_name} does not exist")
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
         if "TargetName" in outputs and "EndpointName" in outputs:
             names[outputs["TargetName"]] = outputs["EndpointName"]
@@ -218,22 +232,7 @@ def destroy(
 ) -> None:
     """Delete stacks, importers before exporters (give templates for that order, or names already ordered)."""
     order = deployment_order(stack_names) if isinstance(stack_names, Mapping) else list(stack_names)
+    waiting = Waiting(timeout_s, poll_s, sleep, clock)
     for stack_name in reversed(order):
-        if _status(cloudformation, stack_name) is None:
-            continue
-        try:
-            cloudformation.delete_stack(StackName=stack_name)
-        except ClientError as exc:
-            raise _client_error(stack_name, exc) from None
-        except TRANSPORT_ERRORS as exc:
-            raise _transport_error(stack_name, exc) from None
-        _wait(
-            cloudformation,
-            stack_name,
-            {DELETED},
-            timeout_s=timeout_s,
-            poll_s=poll_s,
-            sleep=sleep,
-            clock=clock,
-            gone_is_success=True,
-        )
+        if _status(cloudformation, stack_name) is not None:
+            _delete(cloudformation, stack_name, waiting)

@@ -24,10 +24,6 @@ class ArtifactInfo:
     size_bytes: int
     manifest: Manifest | None
 
-    @property
-    def size_gib(self) -> float:
-        return self.size_bytes / 2**30
-
 
 def uncompressed_size(compressed_bytes: int, isize: int) -> int:
     """Smallest size matching with gzip's ISIZE trailer (size mod 2**32) and is not below the compressed size.

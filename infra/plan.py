@@ -101,10 +101,6 @@ class EndpointPlan:
     def volume_kms(self) -> bool:
         return self.instance.supports_volume_kms_key
 
-    @property
-    def needs_assets(self) -> bool:
-        return isinstance(self.model, LocalModel) or isinstance(self.image, BuildImage)
-
 
 def artifacts_stack_name(prefix: str) -> str:
     return f"{prefix}-artifacts"

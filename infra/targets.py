@@ -103,16 +103,6 @@ class Target(_Spec):
             )
         return self
 
-    @property
-    def model_is_s3(self) -> bool:
-        return self.model_data.startswith("s3://")
-
-    def s3_model(self) -> tuple[str, str]:
-        match = S3_URI.match(self.model_data)
-        if not match:
-            raise TargetError(f"target {self.name!r}: model_data {self.model_data!r} is not an s3:// URI")
-        return match["bucket"], match["key"]
-
 
 def merge_defaults(defaults: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
     """Target keys win; nested objects merge one level deep; a null in the target clears a default."""

@@ -149,29 +149,83 @@ def test_deployment_order_follows_exports() -> None:
         deployment_order(cycle)
 
 
-class StuckStack:
-    """A CloudFormation client whose stack never leaves CREATE_IN_PROGRESS (moto finishes at once)."""
+class ScriptedCloudFormation:
+    """Real CloudFormation's slow and failing paths, which moto never takes (its stacks complete at once).
 
-    def __init__(self) -> None:
-        self.created = False
+    Each stack walks through `script[name]` one status per describe call, then stays on the last status.
+    """
+
+    def __init__(self, script: dict[str, list[str]], events: list[dict[str, str]] | None = None) -> None:
+        self.script = script
+        self.events = events or []
+        self.calls: list[tuple[str, str]] = []
+        self.statuses: dict[str, list[str]] = {}
 
     def describe_stacks(self, StackName: str) -> dict[str, Any]:
-        if not self.created:
+        statuses = self.statuses.get(StackName)
+        if not statuses:
             raise ClientError(
                 {"Error": {"Code": "ValidationError", "Message": "does not exist"}}, "DescribeStacks"
             )
-        return {"Stacks": [{"StackStatus": "CREATE_IN_PROGRESS"}]}
+        status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
+        if status == "DELETE_COMPLETE":
+            del self.statuses[StackName]
+        return {"Stacks": [{"StackStatus": status, "Outputs": []}]}
 
-    def create_stack(self, **_: Any) -> None:
-        self.created = True
+    def create_stack(self, StackName: str, **_: Any) -> None:
+        self.calls.append(("create", StackName))
+        self.statuses[StackName] = list(self.script[StackName])
+
+    def delete_stack(self, StackName: str) -> None:
+        self.calls.append(("delete", StackName))
+        self.statuses[StackName] = ["DELETE_IN_PROGRESS", "DELETE_COMPLETE"]
+
+    def describe_stack_events(self, StackName: str) -> dict[str, Any]:
+        return {"StackEvents": self.events}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_waiting_gives_up_after_the_timeout() -> None:
-    now = [0.0]
-
-    def sleep(seconds: float) -> None:
-        now[0] += seconds
-
+    clock = FakeClock()
+    cloudformation = ScriptedCloudFormation({"s": ["CREATE_IN_PROGRESS"]})
     with pytest.raises(DeployError, match="stack s still CREATE_IN_PROGRESS after 30 s"):
-        deploy(StuckStack(), {"s": {}}, timeout_s=30, poll_s=10, sleep=sleep, clock=lambda: now[0])
-    assert now[0] == 30
+        deploy(cloudformation, {"s": {}}, timeout_s=30, poll_s=10, sleep=clock.sleep, clock=clock)
+    assert clock.now == 30
+
+
+def test_a_rolled_back_create_reports_the_first_failed_resource() -> None:
+    events = [  # newest first, as CloudFormation lists them
+        {"LogicalResourceId": "s", "ResourceStatus": "ROLLBACK_COMPLETE"},
+        {
+            "LogicalResourceId": "Endpoint",
+            "ResourceStatus": "CREATE_FAILED",
+            "ResourceStatusReason": "Cancelled",
+        },
+        {
+            "LogicalResourceId": "EndpointConfig",
+            "ResourceStatus": "CREATE_FAILED",
+            "ResourceStatusReason": "Service limit 'ml.inf2.xlarge for endpoint usage' is 0",
+        },
+    ]
+    cloudformation = ScriptedCloudFormation({"s": ["CREATE_IN_PROGRESS", "ROLLBACK_COMPLETE"]}, events)
+    clock = FakeClock()
+    with pytest.raises(DeployError) as caught:
+        deploy(cloudformation, {"s": {}}, poll_s=1, sleep=clock.sleep, clock=clock)
+    assert str(caught.value) == (
+        "stack s ended ROLLBACK_COMPLETE: EndpointConfig: "
+        "Service limit 'ml.inf2.xlarge for endpoint usage' is 0"
+    )
+    # The next deploy must delete the rolled-back stack before creating it again.
+    cloudformation.script["s"] = ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
+    assert deploy(cloudformation, {"s": {}}, poll_s=1, sleep=clock.sleep, clock=clock) == {}
+    assert cloudformation.calls == [("create", "s"), ("delete", "s"), ("create", "s")]

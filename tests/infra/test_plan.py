@@ -155,7 +155,7 @@ def test_local_mode_needs_uris_and_accepts_any_image_reference() -> None:
         plan_endpoint(target(model_data="fp32/model.tar.gz"), local)
     plan = plan_endpoint(target(image="localhost/sagebox:dev"), local)
     assert plan.image == RegistryImage(uri="localhost/sagebox:dev", repository=None)
-    assert plan.model == S3Model(bucket="models", key="fp32/model.tar.gz") and not plan.needs_assets
+    assert plan.model == S3Model(bucket="models", key="fp32/model.tar.gz")
 
 
 def test_model_data_overrides_by_target_name(settings: AppSettings) -> None:
