@@ -36,6 +36,7 @@ def synth_templates(
     model_data_urls: Mapping[str, str],
     *,
     prefix: str = "sagebox",
+    cfn_validate: bool = False,
 ) -> dict[str, Template]:
     """Stack name -> template for the artifacts stack and one endpoint stack per target, in deployment order.
 
@@ -53,6 +54,7 @@ def synth_templates(
         image_uri=image_uri,
         model_data=dict(model_data_urls),
         only=tuple(t.name for t in chosen),
+        cfn_validate=cfn_validate,
     )
     with tempfile.TemporaryDirectory(prefix="sagebox-cdk-") as outdir:
         assembly = build(settings, chosen, outdir=Path(outdir)).synth()

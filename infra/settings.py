@@ -26,6 +26,7 @@ CONTEXT_KEYS: dict[str, str] = {
     "image_uri": "image URI used by every target instead of its own image",
     "model_data": 'per-target model data, JSON {"target": "s3://..."} or target=uri,target=uri',
     "local": "true: bootstrapless synthesis without assets, for deploying into a moto server",
+    "cfn_validate": "true: also run CDK's CloudFormation schema validation (findings fail the synth; slower)",
     "build_context": "docker build context of 'build' images (default: the repository root)",
     "dockerfile": "Dockerfile path inside the build context (default container/Dockerfile)",
 }
@@ -40,6 +41,7 @@ class AppSettings:
     image_uri: str | None = None
     model_data: Mapping[str, str] = field(default_factory=dict)
     local: bool = False
+    cfn_validate: bool = False
     build_context: Path = REPO_ROOT
     dockerfile: str = DEFAULT_DOCKERFILE
 
@@ -67,8 +69,9 @@ class AppSettings:
             values["only"] = _names(context["only"])
         if context.get("model_data") not in (None, ""):
             values["model_data"] = _mapping(context["model_data"])
-        if "local" in context:
-            values["local"] = _flag(context["local"])
+        for key in ("local", "cfn_validate"):
+            if key in context:
+                values[key] = _flag(key, context[key])
         return cls(**values)
 
 
@@ -80,7 +83,7 @@ def _names(value: Any) -> tuple[str, ...]:
     return names
 
 
-def _flag(value: Any) -> bool:
+def _flag(key: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -88,7 +91,7 @@ def _flag(value: Any) -> bool:
         return True
     if text in {"0", "false", "no", "off", ""}:
         return False
-    raise InfraError(f"context 'local' must be true or false, got {value!r}")
+    raise InfraError(f"context {key!r} must be true or false, got {value!r}")
 
 
 def _mapping(value: Any) -> dict[str, str]:

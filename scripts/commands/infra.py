@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _settings_arguments(synth)
     synth.add_argument("--outdir", type=Path, default=Path("cdk.out"), help="cloud assembly directory")
+    synth.add_argument(
+        "--cfn-validate", action="store_true", help="also run CDK's CloudFormation schema validation (slower)"
+    )
     synth.set_defaults(func=run_synth)
 
 
@@ -51,6 +54,7 @@ def _settings(args: argparse.Namespace) -> AppSettings:
         "image_uri": args.image_uri,
         "model_data": args.model_data,
         "local": args.local,
+        "cfn_validate": getattr(args, "cfn_validate", False),
     }
     return AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())
 

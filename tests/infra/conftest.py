@@ -40,7 +40,8 @@ def build_context(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def settings(model_dir: Path, build_context: Path) -> AppSettings:
-    return AppSettings(model_dir=model_dir, build_context=build_context)
+    """The bundled targets over test tarballs; CloudFormation validation on, so CI checks every template."""
+    return AppSettings(model_dir=model_dir, build_context=build_context, cfn_validate=True)
 
 
 @dataclass(frozen=True)

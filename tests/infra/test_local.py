@@ -23,7 +23,7 @@ MODEL_URLS = {name: f"s3://sagebox-models/{name}/model.tar.gz" for name in ALL_T
 
 @pytest.fixture(scope="module")
 def local_templates() -> dict[str, dict[str, Any]]:
-    return synth_templates(None, IMAGE_URI, MODEL_URLS)
+    return synth_templates(None, IMAGE_URI, MODEL_URLS, cfn_validate=True)
 
 
 @pytest.fixture(scope="module")

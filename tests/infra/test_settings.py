@@ -13,7 +13,7 @@ def test_empty_context_gives_the_defaults(tmp_path: Path) -> None:
     settings = AppSettings.from_context({}, tmp_path)
     assert settings == AppSettings()
     assert settings.targets_file == DEFAULT_TARGETS_FILE and settings.model_dir == DEFAULT_MODEL_DIR
-    assert not settings.local and settings.only is None
+    assert not settings.local and not settings.cfn_validate and settings.only is None
 
 
 def test_cli_strings_are_parsed(tmp_path: Path) -> None:
@@ -24,6 +24,7 @@ def test_cli_strings_are_parsed(tmp_path: Path) -> None:
             "only": "c5-fp32, inf2-neuron",
             "prefix": "qa",
             "local": "true",
+            "cfn_validate": "1",
             "image_uri": "img",
             "model_data": "c5-fp32=s3://b/k1, inf2-neuron=s3://b/k2",
         },
@@ -32,7 +33,9 @@ def test_cli_strings_are_parsed(tmp_path: Path) -> None:
     assert settings.targets_file == tmp_path / "mine.json"
     assert settings.model_dir == Path("/abs/models")
     assert settings.only == ("c5-fp32", "inf2-neuron")
-    assert settings.prefix == "qa" and settings.local and settings.image_uri == "img"
+    assert (
+        settings.prefix == "qa" and settings.local and settings.cfn_validate and settings.image_uri == "img"
+    )
     assert settings.model_data == {"c5-fp32": "s3://b/k1", "inf2-neuron": "s3://b/k2"}
 
 
@@ -51,6 +54,7 @@ def test_json_context_values_from_cdk_json(tmp_path: Path) -> None:
     ("context", "message"),
     [
         ({"local": "maybe"}, "context 'local' must be true or false"),
+        ({"cfn_validate": "2"}, "context 'cfn_validate' must be true or false"),
         ({"model_data": "c5-fp32"}, "entry 'c5-fp32' is not target=uri"),
         ({"model_data": "{not json"}, "context 'model_data' is not valid JSON"),
         ({"model_data": "[1]"}, "entry '[1]' is not target=uri"),
