@@ -104,9 +104,11 @@ def test_placement_errors_name_the_target(settings: AppSettings) -> None:
         plan_endpoint(target(instance_type="ml.inf2.xlarge"), settings)
     with pytest.raises(TargetError, match=r"model \(40.0 GiB\) is larger than the 32 GiB accelerator memory"):
         plan_endpoint(target(instance_type="ml.inf2.xlarge", variant="neuron", model_size_gib=40), settings)
-    assert plan_endpoint(
+    # Twelve chips (384 GiB of HBM) hold it.
+    big = plan_endpoint(
         target(instance_type="ml.inf2.48xlarge", variant="neuron", model_size_gib=40), settings
     )
+    assert big.model_size_bytes == 40 * 2**30
 
 
 def test_missing_local_artifact_says_where_it_looked(settings: AppSettings, model_dir: Path) -> None:
