@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from scripts.errors import SageboxError
 
 # Subcommand name -> module under scripts.commands exposing `register(subparsers)`.
-COMMANDS = ("serve", "invoke", "containers")
+COMMANDS = ("serve", "invoke", "containers", "infra")
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70
@@ -21,8 +21,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from container.env import EnvError
     from container.manifest import ManifestError
     from infra.catalog import CatalogError
+    from infra.errors import InfraError
 
-    return (SageboxError, ManifestError, CatalogError, EnvError)
+    return (SageboxError, ManifestError, CatalogError, EnvError, InfraError)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,115 @@
+"""The CDK app: `cdk.json` runs `python -m infra.app`; tests and `infra.local` call `build()` in-process."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from infra import nag
+from infra.catalog import CatalogError
+from infra.errors import InfraError
+from infra.plan import artifacts_stack_name, plan_endpoints
+from infra.settings import CONTEXT_KEYS, AppSettings
+from infra.stacks.artifacts import ArtifactsStack
+from infra.stacks.endpoint import EndpointStack
+from infra.targets import Target, load_targets
+
+# Feature flags the stacks rely on, set here (not only in cdk.json) so in-process synths behave the same.
+FEATURE_FLAGS: dict[str, object] = {
+    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
+    "@aws-cdk/aws-s3:createDefaultLoggingPolicy": True,
+    "@aws-cdk/aws-s3:publicAccessBlockedByDefault": True,
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/core:enablePartitionLiterals": True,
+    "@aws-cdk/aws-kms:aliasNameRef": True,
+    "@aws-cdk/aws-kms:reduceCrossAccountRegionPolicyScope": True,
+    "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
+    "@aws-cdk/core:explicitStackTags": True,
+    # Classic Export/Fn::ImportValue references, which moto supports and which protect the artifacts stack.
+    "@aws-cdk/core:defaultCrossStackReferences": "strong",
+    # When CloudFormation validation runs (settings.cfn_validate), its findings fail the synth.
+    "@aws-cdk/core:validateAgainstDefaultRules": True,
+}
+
+# moto 5.2 fails to create a tagged AWS::KMS::Key from CloudFormation (it expects TagKey/TagValue): local
+# synthesis, which targets moto, leaves these resource types untagged.
+MOTO_UNTAGGABLE = ["AWS::KMS::Key"]
+
+
+def apply_feature_flags(app: cdk.App) -> None:
+    for key, value in FEATURE_FLAGS.items():
+        if app.node.try_get_context(key) is None:
+            app.node.set_context(key, value)
+
+
+def synthesizer(settings: AppSettings) -> cdk.IStackSynthesizer:
+    """Local (moto) synthesis has no bootstrap stack: no version rule, no asset publishing."""
+    return cdk.BootstraplessSynthesizer() if settings.local else cdk.DefaultStackSynthesizer()
+
+
+def add_stacks(
+    app: cdk.App, settings: AppSettings, targets: Sequence[Target] | None = None
+) -> list[cdk.Stack]:
+    """The artifacts stack and one endpoint stack per target, with cdk-nag's AwsSolutions checks on the app.
+
+    `targets` default to the settings' targets file.
+    """
+    plans = plan_endpoints(load_targets(settings.targets_file) if targets is None else targets, settings)
+    apply_feature_flags(app)
+    nag.enable(app)
+    artifacts = ArtifactsStack(
+        app, artifacts_stack_name(settings.prefix), prefix=settings.prefix, synthesizer=synthesizer(settings)
+    )
+    stacks: list[cdk.Stack] = [artifacts]
+    untaggable = MOTO_UNTAGGABLE if settings.local else []
+    for plan in plans:
+        stack: cdk.Stack = EndpointStack(
+            app, plan.stack_name, plan=plan, artifacts=artifacts, synthesizer=synthesizer(settings)
+        )
+        cdk.Tags.of(stack).add("sagebox:target", plan.name, exclude_resource_types=untaggable)
+        stacks.append(stack)
+    for stack in stacks:
+        cdk.Tags.of(stack).add("sagebox:app", settings.prefix, exclude_resource_types=untaggable)
+    return stacks
+
+
+def new_app(settings: AppSettings, outdir: Path | None = None) -> cdk.App:
+    """CDK's built-in CloudFormation validation costs ~3/4 of a synth (7 of 9 CPU-seconds here): opt-in.
+
+    The tests and the CLI synth test turn it on, so every template of the app is validated in CI.
+    """
+    return cdk.App(
+        outdir=str(outdir) if outdir else None, builtin_cloud_formation_validation=settings.cfn_validate
+    )
+
+
+def build(
+    settings: AppSettings, targets: Sequence[Target] | None = None, *, outdir: Path | None = None
+) -> cdk.App:
+    """A ready-to-synth app (in-process: tests, `infra.local`, `sagebox infra synth`)."""
+    app = new_app(settings, outdir)
+    add_stacks(app, settings, targets)
+    return app
+
+
+def main() -> int:
+    """`cdk.json`'s app: settings from the CDK context; a user error is one line on stderr and exit 1."""
+    try:
+        # App props must be known at construction: a first App only reads the context the CLI passed.
+        reader = cdk.App(auto_synth=False)
+        context = {key: reader.node.try_get_context(key) for key in CONTEXT_KEYS}
+        settings = AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())
+        app = new_app(settings)
+        add_stacks(app, settings)
+    except (InfraError, CatalogError) as exc:
+        print(f"sagebox infra: error: {exc}", file=sys.stderr)
+        return 1
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Resolve targets into endpoint plans: what each endpoint stack renders, validated, without CDK."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from container import env as container_env
+from infra.catalog import CatalogError, InstanceSpec, instance
+from infra.errors import TargetError
+from infra.model_artifact import ArtifactInfo, inspect_artifact
+from infra.rules import check_size, check_variant
+from infra.settings import AppSettings
+from infra.targets import BUILD_IMAGE, S3_URI, Target, Variant, select
+
+VARIANT_NAME = "AllTraffic"
+MAX_ENDPOINT_NAME = 63
+# Never part of an image's build context, whatever the context's .dockerignore says: keeps synth fast.
+IMAGE_EXCLUDES: tuple[str, ...] = (
+    ".git",
+    ".venv",
+    "node_modules",
+    "cdk.out",
+    ".sagebox",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    "**/__pycache__",
+)
+# SageMaker sets these itself: the container must listen on 8080 and read /opt/ml/model.
+PLATFORM_ENV = frozenset({container_env.BIND_TO_PORT, container_env.MODEL_DIR})
+ECR_URI = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?P<cn>\.cn)?"
+    r"/(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})?$"
+)
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    path: Path
+
+
+@dataclass(frozen=True)
+class S3Model:
+    bucket: str
+    key: str
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+@dataclass(frozen=True)
+class BuildImage:
+    context: Path
+    dockerfile: str
+    exclude: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EcrRepository:
+    partition: str
+    region: str
+    account: str
+    name: str
+
+    @property
+    def arn(self) -> str:
+        return f"arn:{self.partition}:ecr:{self.region}:{self.account}:repository/{self.name}"
+
+
+@dataclass(frozen=True)
+class RegistryImage:
+    uri: str
+    repository: EcrRepository | None
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    target: Target
+    stack_name: str
+    endpoint_name: str
+    instance: InstanceSpec
+    variant: Variant
+    model: LocalModel | S3Model
+    model_size_bytes: int | None
+    image: BuildImage | RegistryImage
+    environment: Mapping[str, str]
+    startup_timeout_s: int
+    canary_instances: int | None
+    max_deployment_s: int
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    @property
+    def volume_kms(self) -> bool:
+        return self.instance.supports_volume_kms_key
+
+
+def artifacts_stack_name(prefix: str) -> str:
+    return f"{prefix}-artifacts"
+
+
+def parse_ecr_uri(uri: str) -> EcrRepository | None:
+    match = ECR_URI.match(uri)
+    if not match:
+        return None
+    region = match["region"]
+    partition = "aws-cn" if match["cn"] else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    return EcrRepository(
+        partition=partition, region=region, account=match["account"], name=match["repository"]
+    )
+
+
+def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage | RegistryImage:
+    if image == BUILD_IMAGE:
+        if settings.local:
+            raise TargetError(
+                f"target {target!r}: local synthesis publishes no assets, so it cannot build the image: "
+                "give an image URI (cdk -c image_uri=...)"
+            )
+        dockerfile = settings.build_context / settings.dockerfile
+        if not dockerfile.is_file():
+            raise TargetError(
+                f"target {target!r}: image 'build' needs {dockerfile}, which does not exist "
+                "(set build_context and dockerfile, e.g. cdk -c build_context=... -c dockerfile=..., "
+                "or give an ECR image URI)"
+            )
+        # Model data reaches the endpoint as ModelDataUrl, never through the image.
+        exclude = IMAGE_EXCLUDES
+        model_dir, context = settings.model_dir.resolve(), settings.build_context.resolve()
+        if model_dir != context and model_dir.is_relative_to(context):
+            exclude += (model_dir.relative_to(context).as_posix(),)
+        return BuildImage(context=settings.build_context, dockerfile=settings.dockerfile, exclude=exclude)
+    repository = parse_ecr_uri(image)
+    if repository is None and not settings.local:
+        raise TargetError(
+            f"target {target!r}: image {image!r} is neither 'build' nor an ECR image URI "
+            "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY[:TAG|@sha256:DIGEST])"
+        )
+    return RegistryImage(uri=image, repository=repository)
+
+
+def resolve_model(
+    target: str, model_data: str, settings: AppSettings
+) -> tuple[LocalModel | S3Model, ArtifactInfo | None]:
+    match = S3_URI.match(model_data)
+    if match:
+        return S3Model(bucket=match["bucket"], key=match["key"]), None
+    if model_data.startswith("s3://"):
+        raise TargetError(f"target {target!r}: model_data {model_data!r} is not an s3://bucket/key URI")
+    if settings.local:
+        raise TargetError(
+            f"target {target!r}: local synthesis publishes no assets, so model_data must be an s3:// URI, "
+            f"not {model_data!r}"
+        )
+    path = Path(model_data).expanduser()
+    path = path if path.is_absolute() else settings.model_dir / path
+    if not path.exists():
+        raise TargetError(
+            f"target {target!r}: model artifact {path} does not exist "
+            "(package the model first, or set model_dir to the directory holding it: cdk -c model_dir=...)"
+        )
+    try:
+        info = inspect_artifact(path)
+    except TargetError as exc:
+        raise TargetError(f"target {target!r}: {exc}") from None
+    return LocalModel(path=info.path), info
+
+
+def resolve_variant(target: Target, artifact: ArtifactInfo | None) -> Variant:
+    found = artifact.manifest.variant if artifact and artifact.manifest else None
+    if target.variant and found and target.variant != found:
+        raise TargetError(
+            f"target {target.name!r}: declares variant {target.variant!r} but the manifest inside "
+            f"{artifact.path if artifact else 'the model'} says {found!r}"
+        )
+    variant = target.variant or found
+    if variant is None:
+        where = "its tarball has no manifest.json" if artifact else "synth cannot read a manifest from S3"
+        raise TargetError(f'target {target.name!r}: set "variant" (fp32, int8 or neuron): {where}')
+    return variant
+
+
+def container_environment(target: str, spec: InstanceSpec, overrides: Mapping[str, str]) -> dict[str, str]:
+    """Server settings sized to the instance, plus overrides, checked by the container's own parser."""
+    known = {
+        value
+        for name, value in vars(container_env).items()
+        if name.isupper() and isinstance(value, str) and value.startswith(("SAGEMAKER_", "SAGEBOX_"))
+    }
+    for key in overrides:
+        if key in PLATFORM_ENV:
+            raise TargetError(
+                f"target {target!r}: environment {key} is set by SageMaker and cannot be overridden"
+            )
+        if key not in known:
+            raise TargetError(
+                f"target {target!r}: environment {key} is not read by the serving container "
+                f"(known: {', '.join(sorted(known - PLATFORM_ENV))})"
+            )
+    workers = spec.neuron_cores if spec.is_neuron else max(1, spec.vcpus // 4)
+    environment = {
+        container_env.MODEL_SERVER_WORKERS: str(workers),
+        container_env.INTRA_OP_THREADS: str(max(1, spec.vcpus // workers)),
+        container_env.MODEL_SERVER_TIMEOUT: "60",
+        container_env.LOG_LEVEL: "info",
+        **overrides,
+    }
+    try:
+        container_env.ServerSettings.from_env(environment)
+    except container_env.EnvError as exc:
+        raise TargetError(f"target {target!r}: environment: {exc}") from None
+    return environment
+
+
+def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
+    try:
+        spec = instance(target.instance_type)
+    except CatalogError as exc:
+        raise TargetError(f"target {target.name!r}: {exc}") from None
+    endpoint_name = f"{settings.prefix}-{target.name}"
+    if len(endpoint_name) > MAX_ENDPOINT_NAME:
+        raise TargetError(
+            f"target {target.name!r}: endpoint name {endpoint_name!r} exceeds {MAX_ENDPOINT_NAME} chars"
+        )
+    model_data = settings.model_data.get(target.name, target.model_data)
+    model, artifact = resolve_model(target.name, model_data, settings)
+    variant = resolve_variant(target, artifact)
+    check_variant(target.name, variant, spec)
+    if target.model_size_gib is not None:
+        size_bytes: int | None = int(target.model_size_gib * 2**30)
+    else:
+        size_bytes = artifact.size_bytes if artifact else None
+    if size_bytes is not None:
+        check_size(target.name, size_bytes, spec)
+    image = resolve_image(target.name, settings.image_uri or target.image, settings)
+    startup = target.startup_timeout_s or (900 if spec.is_neuron else 300)
+    floor = target.autoscaling.min_instances if target.autoscaling else target.instance_count
+    deployment = target.deployment
+    return EndpointPlan(
+        target=target,
+        stack_name=endpoint_name,
+        endpoint_name=endpoint_name,
+        instance=spec,
+        variant=variant,
+        model=model,
+        model_size_bytes=size_bytes,
+        image=image,
+        environment=container_environment(target.name, spec, target.environment),
+        startup_timeout_s=startup,
+        # A canary is at most half the fleet: one instance shifts all at once (alarms still watched).
+        canary_instances=1 if floor >= 2 else None,
+        max_deployment_s=min(
+            14_400, max(600, 2 * deployment.bake_s + deployment.termination_wait_s + startup + 600)
+        ),
+    )
+
+
+def plan_endpoints(targets: Sequence[Target], settings: AppSettings) -> list[EndpointPlan]:
+    unknown = sorted(set(settings.model_data) - {t.name for t in targets})
+    if unknown:
+        raise TargetError(f"model_data given for unknown target(s) {', '.join(unknown)}")
+    return [plan_endpoint(target, settings) for target in select(targets, settings.only)]

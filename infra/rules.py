@@ -1,0 +1,41 @@
+"""Placement rules checked at synth: which artifact variant may run on which instance, and whether it fits."""
+
+from __future__ import annotations
+
+from infra.catalog import InstanceSpec, instances
+from infra.errors import TargetError
+
+
+def neuron_families() -> list[str]:
+    return sorted({spec.family for spec in instances().values() if spec.is_neuron})
+
+
+def check_variant(target: str, variant: str, spec: InstanceSpec) -> None:
+    """Neuron artifacts run only on Neuron instances; CPU artifacts (fp32, int8) only on CPU instances."""
+    families = "/".join(neuron_families())
+    if variant == "neuron" and not spec.is_neuron:
+        raise TargetError(
+            f"target {target!r}: a 'neuron' artifact is compiled for AWS Neuron and runs only on {families} "
+            f"instances, not on {spec.name} (a CPU instance)"
+        )
+    if variant != "neuron" and spec.is_neuron:
+        raise TargetError(
+            f"target {target!r}: {variant!r} is a CPU artifact and cannot use the {spec.accelerator} "
+            f"chips of {spec.name}: deploy a 'neuron' artifact there, or choose a CPU instance"
+        )
+
+
+def check_size(target: str, size_bytes: int, spec: InstanceSpec) -> None:
+    """The model must fit the memory holding it: accelerator HBM on Neuron instances, RAM on CPU ones."""
+    size_gib = size_bytes / 2**30
+    if spec.is_neuron:
+        limit, what = (
+            spec.accelerator_memory_gib,
+            (f"accelerator memory of {spec.name} ({spec.chips} chip(s) x {spec.hbm_gib_per_chip} GiB)"),
+        )
+    else:
+        limit, what = spec.memory_gib, f"memory of {spec.name}"
+    if size_gib > limit:
+        raise TargetError(
+            f"target {target!r}: the model ({size_gib:.1f} GiB) is larger than the {limit} GiB {what}"
+        )

@@ -1,0 +1,115 @@
+"""App settings and their CDK context keys (`cdk synth -c targets=... -c model_dir=...`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.errors import InfraError
+from infra.targets import DEFAULT_TARGETS_FILE
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL_DIR = REPO_ROOT / "build" / "models"
+DEFAULT_DOCKERFILE = "container/Dockerfile"
+PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+# Context key -> what it sets (README and `--help`-style errors list these).
+CONTEXT_KEYS: dict[str, str] = {
+    "targets": "path of the targets file (default infra/targets.json)",
+    "model_dir": "directory that relative model_data paths are resolved against (default build/models)",
+    "only": "comma-separated target names to synthesize (default: all)",
+    "prefix": "name prefix of stacks and endpoints (default sagebox)",
+    "image_uri": "image URI used by every target instead of its own image",
+    "model_data": 'per-target model data, JSON {"target": "s3://..."} or target=uri,target=uri',
+    "local": "true: bootstrapless synthesis without assets, for deploying into a moto server",
+    "cfn_validate": "true: also run CDK's CloudFormation schema validation (findings fail the synth; slower)",
+    "build_context": "docker build context of 'build' images (default: the repository root)",
+    "dockerfile": "Dockerfile path inside the build context (default container/Dockerfile)",
+}
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    targets_file: Path = DEFAULT_TARGETS_FILE
+    model_dir: Path = DEFAULT_MODEL_DIR
+    prefix: str = "sagebox"
+    only: tuple[str, ...] | None = None
+    image_uri: str | None = None
+    model_data: Mapping[str, str] = field(default_factory=dict)
+    local: bool = False
+    cfn_validate: bool = False
+    build_context: Path = REPO_ROOT
+    dockerfile: str = DEFAULT_DOCKERFILE
+
+    def __post_init__(self) -> None:
+        if not PREFIX_PATTERN.match(self.prefix) or len(self.prefix) > 20:
+            raise InfraError(
+                f"prefix {self.prefix!r} must be lowercase letters, digits and single hyphens, <= 20 chars"
+            )
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any], cwd: Path) -> AppSettings:
+        """Build settings from CDK context values (strings from `-c`, JSON values from cdk.json)."""
+        values: dict[str, Any] = {}
+        for key, attr in (
+            ("targets", "targets_file"),
+            ("model_dir", "model_dir"),
+            ("build_context", "build_context"),
+        ):
+            if context.get(key) not in (None, ""):
+                values[attr] = (cwd / str(context[key])).resolve()
+        for key in ("prefix", "image_uri", "dockerfile"):
+            if context.get(key) not in (None, ""):
+                values[key] = str(context[key])
+        if context.get("only") not in (None, ""):
+            values["only"] = _names(context["only"])
+        if context.get("model_data") not in (None, ""):
+            values["model_data"] = _mapping(context["model_data"])
+        for key in ("local", "cfn_validate"):
+            if key in context:
+                values[key] = _flag(key, context[key])
+        return cls(**values)
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else str(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if not names:
+        raise InfraError("context 'only' names no target")
+    return names
+
+
+def _flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off", ""}:
+        return False
+    raise InfraError(f"context {key!r} must be true or false, got {value!r}")
+
+
+def _mapping(value: Any) -> dict[str, str]:
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    text = str(value).strip()
+    if text.startswith("{"):
+        try:
+            decoded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InfraError(f"context 'model_data' is not valid JSON: {exc.msg}") from None
+        if not isinstance(decoded, dict):
+            raise InfraError("context 'model_data' must be a JSON object")
+        return {str(k): str(v) for k, v in decoded.items()}
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, uri = item.partition("=")
+        if not sep or not name.strip() or not uri.strip():
+            raise InfraError(f"context 'model_data' entry {item!r} is not target=uri")
+        pairs[name.strip()] = uri.strip()
+    return pairs

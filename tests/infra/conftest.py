@@ -1,0 +1,110 @@
+"""Session fixtures: one in-process synth of the whole app, model tarballs, a moto server on localhost."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from infra.catalog import instances
+from infra.settings import AppSettings
+from tests.infra.model_tarballs import write_model_dir
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+REGION = "us-east-1"
+IMAGE_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagebox-serving:test"
+ALL_TARGETS = ("c5-fp32", "c6i-fp32", "c6i-int8", "inf2-neuron", "trn1-neuron")
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_model_dir(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def build_context(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A build context shaped like the repository's: container/Dockerfile under the context root."""
+    root = tmp_path_factory.mktemp("build-context")
+    (root / "container").mkdir()
+    (root / "container" / "Dockerfile").write_text('FROM scratch\nENTRYPOINT ["serve"]\n')
+    return root
+
+
+@pytest.fixture(scope="session")
+def settings(model_dir: Path, build_context: Path) -> AppSettings:
+    """The bundled targets over test tarballs; CloudFormation validation on, so CI checks every template."""
+    return AppSettings(model_dir=model_dir, build_context=build_context, cfn_validate=True)
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    templates: dict[str, dict[str, Any]]
+    outdir: Path
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def synthesized(settings: AppSettings, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The default app (infra/targets.json, every target) synthesized once, cdk-nag included."""
+    from infra.app import build
+
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    started = time.perf_counter()
+    assembly = build(settings, outdir=outdir).synth()
+    seconds = time.perf_counter() - started
+    return Synthesized({s.stack_name: s.template for s in assembly.stacks}, outdir, seconds)
+
+
+@pytest.fixture(scope="session")
+def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    return synthesized.templates
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    """A moto server on localhost whose SageMaker accepts every instance type of our catalog.
+
+    moto 5.2's endpoint-config enum predates c6i/inf2/trn1; the patch lives here, in tests only.
+    """
+    from moto.sagemaker.models import FakeEndpointConfig
+    from moto.server import ThreadedMotoServer
+
+    original = FakeEndpointConfig.validate_instance_type
+
+    def validate_instance_type(self: FakeEndpointConfig, instance_type: str) -> None:
+        if instance_type not in instances():
+            original(self, instance_type)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FakeEndpointConfig, "validate_instance_type", validate_instance_type)
+        port = free_port()
+        server = ThreadedMotoServer(ip_address="localhost", port=port, verbose=False)
+        server.start()
+        try:
+            yield f"http://localhost:{port}"
+        finally:
+            server.stop()
+
+
+def client(service: str, endpoint_url: str) -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )

@@ -1,0 +1,203 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.errors import TargetError
+from infra.plan import (
+    BuildImage,
+    LocalModel,
+    RegistryImage,
+    S3Model,
+    parse_ecr_uri,
+    plan_endpoint,
+    plan_endpoints,
+)
+from infra.settings import AppSettings
+from infra.targets import Target, load_targets, parse_targets
+from tests.infra.conftest import IMAGE_URI
+from tests.infra.model_tarballs import write_tarball
+
+
+def target(**fields: Any) -> Target:
+    base = {
+        "name": "t1",
+        "instance_type": "ml.c5.2xlarge",
+        "model_data": "s3://models/fp32/model.tar.gz",
+        "variant": "fp32",
+        "image": IMAGE_URI,
+    }
+    return parse_targets({"targets": [{**base, **fields}]})[0]
+
+
+def test_default_targets_plan_with_local_artifacts(settings: AppSettings, model_dir: Path) -> None:
+    plans = {p.name: p for p in plan_endpoints(load_targets(), settings)}
+    assert list(plans) == ["c5-fp32", "c6i-fp32", "c6i-int8", "inf2-neuron", "trn1-neuron"]
+    c5 = plans["c5-fp32"]
+    assert c5.endpoint_name == c5.stack_name == "sagebox-c5-fp32"
+    assert c5.model == LocalModel(path=(model_dir / "fp32" / "model.tar.gz").resolve())
+    assert isinstance(c5.image, BuildImage) and c5.image.dockerfile == "container/Dockerfile"
+    assert c5.model_size_bytes is not None and c5.model_size_bytes > 4096
+    # Volume KMS keys everywhere but on trn1, whose storage is instance-store NVMe.
+    assert {name: p.volume_kms for name, p in plans.items()} == {
+        "c5-fp32": True,
+        "c6i-fp32": True,
+        "c6i-int8": True,
+        "inf2-neuron": True,
+        "trn1-neuron": False,
+    }
+    assert plans["inf2-neuron"].startup_timeout_s == 900 and c5.startup_timeout_s == 300
+
+
+def test_container_environment_is_sized_to_the_instance(settings: AppSettings) -> None:
+    plans = {p.name: p for p in plan_endpoints(load_targets(), settings)}
+    workers_threads = {
+        name: (p.environment["SAGEMAKER_MODEL_SERVER_WORKERS"], p.environment["SAGEBOX_INTRA_OP_THREADS"])
+        for name, p in plans.items()
+    }
+    # CPU: 8 vCPUs as 2 workers x 4 threads; Neuron: one worker per NeuronCore (2 per chip).
+    assert workers_threads == {
+        "c5-fp32": ("2", "4"),
+        "c6i-fp32": ("2", "4"),
+        "c6i-int8": ("2", "4"),
+        "inf2-neuron": ("2", "2"),
+        "trn1-neuron": ("2", "4"),
+    }
+    assert all(p.environment["SAGEMAKER_MODEL_SERVER_TIMEOUT"] == "60" for p in plans.values())
+
+
+def test_environment_overrides_are_checked_against_the_container(settings: AppSettings) -> None:
+    plan = plan_endpoint(target(environment={"SAGEBOX_MAX_BATCH_SIZE": "16"}), settings)
+    assert plan.environment["SAGEBOX_MAX_BATCH_SIZE"] == "16"
+    with pytest.raises(TargetError, match="SAGEBOX_BATCH is not read by the serving container"):
+        plan_endpoint(target(environment={"SAGEBOX_BATCH": "16"}), settings)
+    with pytest.raises(TargetError, match="SAGEMAKER_BIND_TO_PORT is set by SageMaker"):
+        plan_endpoint(target(environment={"SAGEMAKER_BIND_TO_PORT": "9000"}), settings)
+    with pytest.raises(TargetError, match="environment: SAGEBOX_MAX_BATCH_SIZE must be an integer"):
+        plan_endpoint(target(environment={"SAGEBOX_MAX_BATCH_SIZE": "many"}), settings)
+
+
+def test_variant_comes_from_the_manifest_when_not_declared(settings: AppSettings, tmp_path: Path) -> None:
+    path = write_tarball(tmp_path / "m.tar.gz", "int8")
+    assert plan_endpoint(target(variant=None, model_data=str(path)), settings).variant == "int8"
+    with pytest.raises(TargetError, match=r"declares variant 'fp32' but the manifest inside .* says 'int8'"):
+        plan_endpoint(target(model_data=str(path)), settings)
+    bare = write_tarball(tmp_path / "bare.tar.gz", None)
+    with pytest.raises(TargetError, match=r'set "variant".*: its tarball has no manifest\.json'):
+        plan_endpoint(target(variant=None, model_data=str(bare)), settings)
+    with pytest.raises(TargetError, match="synth cannot read a manifest from S3"):
+        plan_endpoint(target(variant=None), settings)
+
+
+def test_a_neuron_manifest_cannot_go_to_a_cpu_instance(settings: AppSettings, tmp_path: Path) -> None:
+    path = write_tarball(tmp_path / "m.tar.gz", "neuron")
+    with pytest.raises(TargetError, match=r"target 't1': a 'neuron' artifact .* not on ml\.c5\.2xlarge"):
+        plan_endpoint(target(variant=None, model_data=str(path)), settings)
+
+
+def test_placement_errors_name_the_target(settings: AppSettings) -> None:
+    with pytest.raises(TargetError, match=r"target 't1': unknown instance type 'ml.c7i.2xlarge' \(known: "):
+        plan_endpoint(target(instance_type="ml.c7i.2xlarge"), settings)
+    with pytest.raises(TargetError, match="target 't1': 'fp32' is a CPU artifact"):
+        plan_endpoint(target(instance_type="ml.inf2.xlarge"), settings)
+    with pytest.raises(TargetError, match=r"model \(40.0 GiB\) is larger than the 32 GiB accelerator memory"):
+        plan_endpoint(target(instance_type="ml.inf2.xlarge", variant="neuron", model_size_gib=40), settings)
+    # Twelve chips (384 GiB of HBM) hold it.
+    big = plan_endpoint(
+        target(instance_type="ml.inf2.48xlarge", variant="neuron", model_size_gib=40), settings
+    )
+    assert big.model_size_bytes == 40 * 2**30
+
+
+def test_missing_local_artifact_says_where_it_looked(settings: AppSettings, model_dir: Path) -> None:
+    with pytest.raises(TargetError, match=rf"model artifact {model_dir}/int4/model.tar.gz does not exist"):
+        plan_endpoint(target(model_data="int4/model.tar.gz"), settings)
+
+
+def test_images(settings: AppSettings) -> None:
+    plan = plan_endpoint(target(), settings)
+    assert plan.image == RegistryImage(uri=IMAGE_URI, repository=parse_ecr_uri(IMAGE_URI))
+    assert plan.image.repository is not None
+    assert plan.image.repository.arn == "arn:aws:ecr:us-east-1:123456789012:repository/sagebox-serving"
+    cn = parse_ecr_uri("123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/team/qa@sha256:" + "a" * 64)
+    assert cn is not None and cn.arn == "arn:aws-cn:ecr:cn-north-1:123456789012:repository/team/qa"
+    gov = parse_ecr_uri("123456789012.dkr.ecr.us-gov-west-1.amazonaws.com/qa")
+    assert gov is not None and gov.partition == "aws-us-gov"
+    with pytest.raises(TargetError, match="is neither 'build' nor an ECR image URI"):
+        plan_endpoint(target(image="docker.io/library/python:3.11"), settings)
+    with pytest.raises(TargetError, match=r"image 'build' needs .*/Dockerfile, which does not exist"):
+        plan_endpoint(target(image="build"), AppSettings(build_context=Path("/nonexistent")))
+
+
+def test_the_model_directory_stays_out_of_the_image_build_context(tmp_path: Path) -> None:
+    (tmp_path / "container").mkdir()
+    (tmp_path / "container" / "Dockerfile").write_text("FROM scratch\n")
+    inside = AppSettings(build_context=tmp_path, model_dir=tmp_path / "build" / "models")
+    image = plan_endpoint(target(image="build"), inside).image
+    assert isinstance(image, BuildImage)
+    assert image.exclude[-1] == "build/models" and ".venv" in image.exclude
+    outside = AppSettings(build_context=tmp_path, model_dir=Path("/elsewhere/models"))
+    image = plan_endpoint(target(image="build"), outside).image
+    assert isinstance(image, BuildImage) and image.exclude[-1] == "**/__pycache__"
+
+
+def test_settings_image_uri_replaces_every_target_image(settings: AppSettings) -> None:
+    other = "210987654321.dkr.ecr.eu-west-1.amazonaws.com/mine:2"
+    plan = plan_endpoint(target(image="build"), AppSettings(image_uri=other))
+    assert isinstance(plan.image, RegistryImage) and plan.image.uri == other
+
+
+def test_local_mode_needs_uris_and_accepts_any_image_reference() -> None:
+    local = AppSettings(local=True)
+    with pytest.raises(TargetError, match="cannot build the image"):
+        plan_endpoint(target(image="build"), local)
+    with pytest.raises(TargetError, match="model_data must be an s3:// URI"):
+        plan_endpoint(target(model_data="fp32/model.tar.gz"), local)
+    plan = plan_endpoint(target(image="localhost/sagebox:dev"), local)
+    assert plan.image == RegistryImage(uri="localhost/sagebox:dev", repository=None)
+    assert plan.model == S3Model(bucket="models", key="fp32/model.tar.gz")
+
+
+def test_model_data_overrides_by_target_name(settings: AppSettings) -> None:
+    overridden = AppSettings(model_data={"t1": "s3://elsewhere/x/model.tar.gz"})
+    assert plan_endpoints([target()], overridden)[0].model == S3Model(
+        bucket="elsewhere", key="x/model.tar.gz"
+    )
+    with pytest.raises(TargetError, match="model_data given for unknown target"):
+        plan_endpoints([target()], AppSettings(model_data={"t9": "s3://b/k"}))
+
+
+@pytest.mark.parametrize(
+    ("fields", "canary"),
+    [
+        ({}, None),  # autoscaling absent, one instance
+        ({"instance_count": 2}, 1),
+        (
+            {
+                "instance_count": 2,
+                "autoscaling": {"min_instances": 1, "max_instances": 3, "invocations_per_instance": 100},
+            },
+            None,
+        ),
+        (
+            {
+                "instance_count": 2,
+                "autoscaling": {"min_instances": 2, "max_instances": 3, "invocations_per_instance": 100},
+            },
+            1,
+        ),
+    ],
+)
+def test_canary_only_when_the_fleet_never_drops_below_two(fields: dict[str, Any], canary: int | None) -> None:
+    assert plan_endpoint(target(**fields), AppSettings()).canary_instances == canary
+
+
+def test_deployment_timeout_covers_two_bakes_startup_and_termination() -> None:
+    plan = plan_endpoint(target(deployment={"bake_s": 600, "termination_wait_s": 300}), AppSettings())
+    assert plan.max_deployment_s == 2 * 600 + 300 + 300 + 600
+    long = plan_endpoint(
+        target(deployment={"bake_s": 3600, "termination_wait_s": 3600}, startup_timeout_s=3600), AppSettings()
+    )
+    assert long.max_deployment_s == 14_400

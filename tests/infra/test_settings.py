@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra.errors import InfraError
+from infra.settings import DEFAULT_MODEL_DIR, AppSettings
+from infra.targets import DEFAULT_TARGETS_FILE
+
+
+def test_empty_context_gives_the_defaults(tmp_path: Path) -> None:
+    settings = AppSettings.from_context({}, tmp_path)
+    assert settings == AppSettings()
+    assert settings.targets_file == DEFAULT_TARGETS_FILE and settings.model_dir == DEFAULT_MODEL_DIR
+    assert not settings.local and not settings.cfn_validate and settings.only is None
+
+
+def test_cli_strings_are_parsed(tmp_path: Path) -> None:
+    settings = AppSettings.from_context(
+        {
+            "targets": "mine.json",
+            "model_dir": "/abs/models",
+            "only": "c5-fp32, inf2-neuron",
+            "prefix": "qa",
+            "local": "true",
+            "cfn_validate": "1",
+            "image_uri": "img",
+            "model_data": "c5-fp32=s3://b/k1, inf2-neuron=s3://b/k2",
+        },
+        tmp_path,
+    )
+    assert settings.targets_file == tmp_path / "mine.json"
+    assert settings.model_dir == Path("/abs/models")
+    assert settings.only == ("c5-fp32", "inf2-neuron")
+    assert (
+        settings.prefix == "qa" and settings.local and settings.cfn_validate and settings.image_uri == "img"
+    )
+    assert settings.model_data == {"c5-fp32": "s3://b/k1", "inf2-neuron": "s3://b/k2"}
+
+
+def test_json_context_values_from_cdk_json(tmp_path: Path) -> None:
+    settings = AppSettings.from_context(
+        {"local": False, "only": ["c5-fp32"], "model_data": '{"c5-fp32": "s3://b/k"}'}, tmp_path
+    )
+    assert (
+        not settings.local
+        and settings.only == ("c5-fp32",)
+        and settings.model_data == {"c5-fp32": "s3://b/k"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"local": "maybe"}, "context 'local' must be true or false"),
+        ({"cfn_validate": "2"}, "context 'cfn_validate' must be true or false"),
+        ({"model_data": "c5-fp32"}, "entry 'c5-fp32' is not target=uri"),
+        ({"model_data": "{not json"}, "context 'model_data' is not valid JSON"),
+        ({"model_data": "[1]"}, "entry '[1]' is not target=uri"),
+        ({"only": ","}, "context 'only' names no target"),
+        ({"prefix": "Sage_Box"}, "prefix 'Sage_Box' must be lowercase"),
+    ],
+)
+def test_bad_context_values(context: dict[str, object], message: str, tmp_path: Path) -> None:
+    with pytest.raises(InfraError) as caught:
+        AppSettings.from_context(context, tmp_path)
+    assert message in str(caught.value)
