@@ -84,7 +84,7 @@ def graphs(module: Any) -> list[Any]:
     """The NeuronGraph submodules of a traced model (one, or one per sequence bucket)."""
     neuron = _neuron(module)
     if hasattr(neuron, "buckets"):
-        return list(neuron.graphs)
+        return [graph for _, graph in sorted(neuron.graphs.named_children(), key=lambda item: int(item[0]))]
     return [neuron]
 
 

@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from neuron_emu.custom_op.library import load_library
-from neuron_emu.custom_op.sources import LibraryDecl, check_compute_sources, parse_library
+from neuron_emu.custom_op.sources import LibraryDecl, check_compute_sources, parse_library, strip_comments
 from neuron_emu.custom_op.symbols import locate_kernels, parse_nm
 from neuron_emu.custom_op.toolchain import (
     CommandFailed,
@@ -278,7 +278,16 @@ class _StepFailed(Exception):
         self.output = output
 
 
-def _compile_library(plan: BuildPlan, toolchain: Toolchain, *, verbose: bool, log: list[str]) -> None:
+def _definition_line(source: Path, kernel: str) -> int:
+    """Line of the first mention of `kernel(` in `source` (for error messages only)."""
+    text = strip_comments(source.read_text(errors="replace"))
+    match = re.search(rf"\b{re.escape(kernel.split('::')[-1])}\s*\(", text)
+    return text.count("\n", 0, match.start()) + 1 if match else 1
+
+
+def _compile_library(
+    plan: BuildPlan, toolchain: Toolchain, remap: dict[str, str], *, verbose: bool, log: list[str]
+) -> None:
     build_dir = plan.build_dir
     obj_dir, gen_dir = build_dir / "obj", build_dir / "gen"
     obj_dir.mkdir(parents=True, exist_ok=True)
@@ -319,6 +328,8 @@ def _compile_library(plan: BuildPlan, toolchain: Toolchain, *, verbose: bool, lo
                 continue
             wrapper = gen_dir / f"kernels_{src.stem}.cpp"
             wrapper.write_text(kernel_wrapper_source(src, mine))
+            for offset, (_, kernel) in enumerate(mine):  # wrapper line 4 onwards: one entry point per kernel
+                remap[f"{wrapper.name}:{4 + offset}"] = f"{src.name}:{_definition_line(src, kernel)}"
             wrapped = obj_dir / f"kernels_{src.stem}.o"
             link_objs.append(wrapped)
             label = f"{src.name} (kernels {', '.join(k for _, k in mine)})"
@@ -353,14 +364,16 @@ def build(plan: BuildPlan, *, verbose: bool = False) -> Path:
         if plan.library_path.exists():
             return plan.library_path
         log: list[str] = []
+        remap: dict[str, str] = {}
         started = time.monotonic()
         log_path = plan.build_dir / "build.log"
         try:
-            _compile_library(plan, toolchain, verbose=verbose, log=log)
+            _compile_library(plan, toolchain, remap, verbose=verbose, log=log)
         except _StepFailed as exc:
             log_path.write_text("\n".join(log) + "\n")
             raise CustomOpBuildError(
-                f"building lib{plan.name}.so failed in {exc.label}: {first_error(exc.output)} (full log: {log_path})"
+                f"building lib{plan.name}.so failed in {exc.label}: "
+                f"{first_error(exc.output, (INCLUDE_DIR, plan.build_dir / 'gen'), remap)} (full log: {log_path})"
             ) from None
         except CustomOpBuildError:
             log_path.write_text("\n".join(log) + "\n")

@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -46,7 +46,8 @@ def run(command: Sequence[str], *, verbose: bool, log: list[str]) -> str:
     log.append("$ " + " ".join(command))
     if verbose:
         print(" ".join(command), file=sys.stderr)
-    result = subprocess.run(list(command), capture_output=True, text=True, check=False)
+    env = {**os.environ, "LC_ALL": "C"}  # plain ASCII diagnostics
+    result = subprocess.run(list(command), capture_output=True, text=True, check=False, env=env)
     output = (result.stdout or "") + (result.stderr or "")
     if output:
         log.append(output.rstrip())
@@ -88,23 +89,38 @@ def defined_symbols(toolchain: Toolchain, obj: Path, *, log: list[str]) -> str:
 
 
 _DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*(?P<msg>.*)$")
+_REQUIRED_FROM = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+:\s+required from here")
 _LINKER = re.compile(r"undefined reference to [`'](?P<sym>[^']+)'")
 
 
-def first_error(output: str) -> str:
-    """The most telling compiler/linker diagnostic in `output`, as `file:line: message`."""
-    diagnostics = [m for m in map(_DIAGNOSTIC.match, output.splitlines()) if m]
-    for match in diagnostics:
-        if "static assertion failed" in match.group("msg"):
-            return f"{Path(match.group('file')).name}:{match.group('line')}: {match.group('msg')}"
-    if diagnostics:
-        match = diagnostics[0]
-        return f"{Path(match.group('file')).name}:{match.group('line')}: {match.group('msg')}"
+def first_error(output: str, internal: Sequence[Path] = (), remap: Mapping[str, str] | None = None) -> str:
+    """The most telling compiler/linker diagnostic in `output`, as `file:line: message`.
+
+    A static assertion inside neuron_emu's headers (`internal`) is reported at the user line that triggered it;
+    `remap` turns locations in generated files into the user lines they stand for.
+    """
+    lines = output.splitlines()
+    inside = tuple(str(p) for p in internal)
+    diagnostics = [m for m in map(_DIAGNOSTIC.match, lines) if m]
+    chosen = next((m for m in diagnostics if "static assertion failed" in m.group("msg")), None)
+    if chosen is None and diagnostics:
+        chosen = diagnostics[0]
+    if chosen is not None:
+        where = f"{Path(chosen.group('file')).name}:{chosen.group('line')}"
+        if inside and chosen.group("file").startswith(inside):
+            frames = [m for m in map(_REQUIRED_FROM.match, lines) if m]
+            users = [m for m in frames if not m.group("file").startswith(inside)]
+            if users:
+                where = f"{Path(users[-1].group('file')).name}:{users[-1].group('line')}"
+            elif frames and remap:
+                generated = f"{Path(frames[-1].group('file')).name}:{frames[-1].group('line')}"
+                where = remap.get(generated, where)
+        return f"{where}: {chosen.group('msg')}"
     linker = _LINKER.search(output)
     if linker:
         return f"undefined reference to {linker.group('sym')}"
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return lines[0] if lines else "the compiler failed without a message"
+    text = [line.strip() for line in lines if line.strip()]
+    return text[0] if text else "the compiler failed without a message"
 
 
 @contextlib.contextmanager
