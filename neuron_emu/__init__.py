@@ -1,7 +1,8 @@
 """neuron_emu: run the Inferentia2/Trainium (NeuronCore-v2) workflow on a CPU.
 
-`custom_op.load` builds Neuron custom C++ operators, `trace` compiles a model the way `torch_neuronx.trace` does
-(fixed shapes, auto-cast numerics), and every traced graph carries a per-op cost plan for Neuron instances.
+`custom_op.load` builds Neuron custom C++ operators, `trace` compiles a model the way
+`torch_neuronx.trace` does (fixed shapes, auto-cast numerics), and every traced graph carries a per-op
+cost plan for Neuron instances.
 Submodules are imported lazily so `import neuron_emu` stays cheap.
 """
 

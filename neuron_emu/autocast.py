@@ -1,7 +1,7 @@
-"""Emulating `--auto-cast`: which fp32 operations the NeuronCore runs in a lower precision, and where it rounds.
+"""Emulating `--auto-cast`: which fp32 operations the NeuronCore runs in lower precision, and where it rounds.
 
-- `matmult`: the operands of matrix multiplications (linear, matmul, bmm, conv, einsum, attention) are rounded to
-  the auto-cast type; products accumulate in fp32 (PSUM) and results stay fp32.
+- `matmult`: the operands of matrix multiplications (linear, matmul, bmm, conv, einsum, attention) are
+  rounded to the auto-cast type; products accumulate in fp32 (PSUM) and results stay fp32.
 - `all`: additionally every fp32 tensor an operation produces, every fp32 weight and every fp32 graph input is
   rounded, so all intermediate values are representable in the auto-cast type.
 Weights are rounded once, at trace time (like the compiler casting constants), and shared between traces.
@@ -144,15 +144,17 @@ def inline_autograd_functions() -> Iterator[None]:
 def _untraced(fn: Callable[[], Tensor]) -> Tensor:
     """Run `fn` with the tracer paused, so its result enters the graph as a constant."""
     state = torch._C._get_tracing_state()
-    torch._C._set_tracing_state(None)
+    torch._C._set_tracing_state(None)  # type: ignore[attr-defined]
     try:
         return fn()
     finally:
-        torch._C._set_tracing_state(state)
+        torch._C._set_tracing_state(state)  # type: ignore[attr-defined]
 
 
 class AutoCastMode(TorchFunctionMode):
-    def __init__(self, options: CompilerOptions, constants: dict[int, Tensor], rounded: dict[int, Tensor]) -> None:
+    def __init__(
+        self, options: CompilerOptions, constants: dict[int, Tensor], rounded: dict[int, Tensor]
+    ) -> None:
         super().__init__()
         self.options = options
         self.kind = options.auto_cast_type

@@ -1,4 +1,4 @@
-"""neuronx-cc compiler arguments: the subset neuron_emu emulates (auto-cast, target), parsed like the real CLI."""
+"""neuronx-cc compiler arguments: the subset neuron_emu emulates (auto-cast, target), read like the CLI."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ AUTO_CAST_VALUES: tuple[str, ...] = ("none", "matmult", "all")
 AUTO_CAST_TYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8_e4m3")
 TARGETS: tuple[str, ...] = ("inf2", "trn1", "trn1n")
 MODEL_TYPES: tuple[str, ...] = ("generic", "transformer", "unet-inference", "cnn-training")
-# Flags accepted and recorded, with no effect on the emulation (they tune the real compiler's schedule or output).
+# Flags accepted and recorded, with no effect on the emulation (they tune the real compiler's output).
 _NO_EFFECT_SWITCHES = frozenset(
     {
         "--enable-fast-loading-neuron-binaries",
@@ -28,7 +28,9 @@ _NO_EFFECT_SWITCHES = frozenset(
         "--distribution-strategy",
     }
 )
-_NO_EFFECT_VALUES = frozenset({"--logfile", "--verbose", "--output", "--framework", "--workdir", "--logical-nc-config"})
+_NO_EFFECT_VALUES = frozenset(
+    {"--logfile", "--verbose", "--output", "--framework", "--workdir", "--logical-nc-config"}
+)
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,15 @@ def parse_compiler_args(args: str | Sequence[str] | None) -> CompilerOptions:
         if not eq and i < len(tokens) and not tokens[i].startswith("-"):
             token = f"{token} {tokens[i]}"
             i += 1
-        warnings.warn(f"neuron_emu does not emulate compiler flag {token!r}; ignoring it", NeuronEmuWarning, stacklevel=3)
+        warnings.warn(
+            f"neuron_emu does not emulate compiler flag {token!r}; ignoring it",
+            NeuronEmuWarning,
+            stacklevel=3,
+        )
         no_effect.append(token)
-    auto_cast = _choice("--auto-cast", values.get("--auto-cast", "matmult"), AUTO_CAST_VALUES, {"matmul": "matmult"})
+    auto_cast = _choice(
+        "--auto-cast", values.get("--auto-cast", "matmult"), AUTO_CAST_VALUES, {"matmul": "matmult"}
+    )
     cast_type = _choice("--auto-cast-type", values.get("--auto-cast-type", "bf16"), AUTO_CAST_TYPES)
     target = _choice("--target", values["--target"], TARGETS) if "--target" in values else None
     model_type = values.get("--model-type", "generic")

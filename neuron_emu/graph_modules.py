@@ -1,7 +1,7 @@
-"""The TorchScript modules a traced artifact is made of (saved with torch.jit.save, loaded with torch.jit.load).
+"""The TorchScript modules of a traced artifact (saved with torch.jit.save, loaded with torch.jit.load).
 
-- `NeuronGraph`: one compiled graph with fixed input shapes and dtypes (like a NEFF), its metadata and cost plan,
-  and optional dynamic batching (split/pad dim 0 into chunks of the traced batch size).
+- `NeuronGraph`: one compiled graph with fixed input shapes and dtypes (like a NEFF), its metadata and cost
+  plan, and optional dynamic batching (split/pad dim 0 into chunks of the traced batch size).
 - `NeuronBuckets`: several graphs of one model traced at different sequence lengths; pads inputs to the
   smallest bucket that fits and trims the outputs back.
 Both take and return a list of tensors; the traced entry module turns that into the model's own signature.
@@ -14,7 +14,7 @@ from torch import Tensor
 FORMAT = "neuron_emu/1"
 
 
-def _dtype_name(dtype: int) -> str:
+def _dtype_name(dtype: torch.dtype) -> str:
     names = {
         torch.float32: "torch.float32",
         torch.float64: "torch.float64",
@@ -75,26 +75,27 @@ class NeuronGraph(torch.nn.Module):
     def _check_inputs(self, inputs: list[Tensor]) -> None:
         if len(inputs) != len(self.input_shapes):
             raise ValueError(
-                "neuron_emu: the model was traced with {} inputs, got {}".format(len(self.input_shapes), len(inputs))
+                f"neuron_emu: the model was traced with {len(self.input_shapes)} inputs, got {len(inputs)}"
             )
         for i in range(len(inputs)):
             if inputs[i].dtype != self.input_templates[i].dtype:
+                got = _dtype_name(inputs[i].dtype)
+                traced = self.input_dtype_names[i]
                 raise ValueError(
-                    "neuron_emu: input {} has dtype {} but the model was traced with {} (dtypes are fixed)".format(
-                        i, _dtype_name(inputs[i].dtype), self.input_dtype_names[i]
-                    )
+                    f"neuron_emu: input {i} has dtype {got} but the model was traced with {traced} "
+                    "(dtypes are fixed)"
                 )
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
         self._check_inputs(inputs)
         if not self.dynamic_batch_enabled:
             for i in range(len(inputs)):
-                if list(inputs[i].shape) != self.input_shapes[i]:
+                shape = list(inputs[i].shape)
+                traced = self.input_shapes[i]
+                if shape != traced:
                     raise ValueError(
-                        "neuron_emu: input {} has shape {} but the model was traced for {} (shapes are fixed; see "
-                        "neuron_emu.dynamic_batch and sequence buckets)".format(
-                            i, list(inputs[i].shape), self.input_shapes[i]
-                        )
+                        f"neuron_emu: input {i} has shape {shape} but the model was traced for {traced} "
+                        "(shapes are fixed; see neuron_emu.dynamic_batch and sequence buckets)"
                     )
             return self.compiled(inputs)
         return self._dynamic_batch(inputs)
@@ -104,12 +105,14 @@ class NeuronGraph(torch.nn.Module):
         for i in range(len(inputs)):
             shape = list(inputs[i].shape)
             if len(shape) == 0 or shape[0] != n:
-                raise ValueError("neuron_emu: dynamic batching needs the same dim-0 batch size for every input")
-            if shape[1:] != self.input_shapes[i][1:]:
                 raise ValueError(
-                    "neuron_emu: input {} has shape {}; dynamic batching only varies dim 0 of the traced {}".format(
-                        i, shape, self.input_shapes[i]
-                    )
+                    "neuron_emu: dynamic batching needs the same dim-0 batch size for every input"
+                )
+            if shape[1:] != self.input_shapes[i][1:]:
+                traced = self.input_shapes[i]
+                raise ValueError(
+                    f"neuron_emu: input {i} has shape {shape}; "
+                    f"dynamic batching only varies dim 0 of the traced {traced}"
                 )
         if n == 0:
             raise ValueError("neuron_emu: an empty batch")
@@ -123,7 +126,7 @@ class NeuronGraph(torch.nn.Module):
             for x in inputs:
                 part = x[start:stop]
                 if real < batch:
-                    pad_shape = [batch - real] + list(part.shape[1:])
+                    pad_shape = [batch - real] + list(part.shape[1:])  # noqa: RUF005 (TorchScript has no list unpacking)
                     part = torch.cat([part, torch.zeros(pad_shape, dtype=part.dtype)], 0)
                 chunk.append(part)
             outs = self.compiled(chunk)
@@ -160,26 +163,28 @@ class NeuronBuckets(torch.nn.Module):
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
         if len(inputs) != len(self.seq_dims):
             raise ValueError(
-                "neuron_emu: the model was traced with {} inputs, got {}".format(len(self.seq_dims), len(inputs))
+                f"neuron_emu: the model was traced with {len(self.seq_dims)} inputs, got {len(inputs)}"
             )
         length = -1
         for i in range(len(inputs)):
             d = self.seq_dims[i]
             if d >= 0:
                 if inputs[i].dim() <= d:
-                    raise ValueError("neuron_emu: input {} has no sequence dimension {}".format(i, d))
+                    raise ValueError(f"neuron_emu: input {i} has no sequence dimension {d}")
                 size = inputs[i].size(d)
                 if length == -1:
                     length = size
                 elif size != length:
-                    raise ValueError("neuron_emu: sequence inputs have different lengths ({} and {})".format(length, size))
+                    raise ValueError(
+                        f"neuron_emu: sequence inputs have different lengths ({length} and {size})"
+                    )
         index = -1
         for j in range(len(self.buckets)):
             if index == -1 and self.buckets[j] >= length:
                 index = j
         if index == -1:
             raise ValueError(
-                "neuron_emu: sequence length {} exceeds the largest bucket {}".format(length, self.buckets[-1])
+                f"neuron_emu: sequence length {length} exceeds the largest bucket {self.buckets[-1]}"
             )
         target = self.buckets[index]
         padded: list[Tensor] = []
@@ -206,7 +211,7 @@ class NeuronBuckets(torch.nn.Module):
 
 
 class Entry(torch.nn.Module):
-    """Traced (not scripted) so the saved module keeps the model's positional signature and output structure."""
+    """Traced (not scripted), so the saved module keeps the model's positional signature and outputs."""
 
     def __init__(self, neuron: torch.jit.ScriptModule, output_kind: str) -> None:
         super().__init__()

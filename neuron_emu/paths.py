@@ -14,7 +14,8 @@ DATA_DIR = PACKAGE_DIR / "data"
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """`$SAGEBOX_CACHE_DIR/neuron_emu`, else `$XDG_CACHE_HOME/sagebox/neuron_emu`, else `~/.cache/sagebox/neuron_emu`."""
+    """`$SAGEBOX_CACHE_DIR/neuron_emu`, else `$XDG_CACHE_HOME/sagebox/neuron_emu`,
+    else `~/.cache/sagebox/neuron_emu`."""
     env = os.environ if env is None else env
     explicit = env.get(CACHE_ENV, "").strip()
     if explicit:

@@ -95,7 +95,7 @@ def compile_qa(
     compiler_args: str | None,
     out_dir: Path,
 ) -> CompiledArtifact:
-    """Trace `model(input_ids, attention_mask, token_type_ids) -> (start_logits, end_logits)` for every bucket.
+    """Trace `model(input_ids, attention_mask, token_type_ids) -> (start, end logits)` for every bucket.
 
     Writes `model.neuron.pt`, the custom-op libraries it calls and `neuron_cost_plan.json` into `out_dir`
     (each file replaced atomically). compiler_args None means DEFAULT_QA_COMPILER_ARGS.
@@ -146,7 +146,9 @@ def compile_qa(
         "batch_size": batch_size,
         "buckets": {str(length): plan.to_dict() for length, plan in plans.items()},
     }
-    _replace_atomically(out / PLAN_FILE, lambda p: p.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n"))
+    _replace_atomically(
+        out / PLAN_FILE, lambda p: p.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    )
     library_names = tuple(lib.name for lib in lib_paths)
     return CompiledArtifact(
         model_file=MODEL_FILE,

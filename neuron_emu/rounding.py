@@ -20,7 +20,7 @@ def round_fp16(x: torch.Tensor) -> torch.Tensor:
 
 
 def round_tf32(x: torch.Tensor) -> torch.Tensor:
-    """Keep 11 significant bits (10 stored): round the frexp mantissa to 1/2048, ties to even, exactly in fp64."""
+    """Keep 11 significant bits (10 stored): round the frexp mantissa to 1/2048, ties to even, in fp64."""
     mantissa, exponent = torch.frexp(x.double())
     rounded = torch.round(mantissa * 2048.0) * torch.pow(2.0, (exponent - 11).double())
     return torch.where(torch.isfinite(x), rounded.float(), x)
@@ -39,7 +39,7 @@ ROUNDERS = {
 
 
 def round_to(x: torch.Tensor, kind: str) -> torch.Tensor:
-    """`x` rounded to the auto-cast type `kind` (returned as fp32); non-fp32 tensors are returned unchanged."""
+    """`x` rounded to the auto-cast type `kind` (as fp32); non-fp32 tensors come back unchanged."""
     if x.dtype != torch.float32:
         return x
     return ROUNDERS[kind](x)

@@ -1,4 +1,4 @@
-"""Loading and running traced artifacts (what the serving container needs): imports only torch and the stdlib."""
+"""Loading and running traced artifacts (what the serving container needs): only torch and the stdlib."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from neuron_emu.cost.plan import CostPlan
 
 FORMAT = "neuron_emu/1"
-_BUILTIN_OP_NAMESPACES = frozenset({"aten", "prim", "quantized", "_quantized", "profiler", "_caffe2", "cuda", "_c10d_functional"})
+_BUILTIN_OP_NAMESPACES = frozenset(
+    {"aten", "prim", "quantized", "_quantized", "profiler", "_caffe2", "cuda", "_c10d_functional"}
+)
 _OP_CALL = re.compile(r"\bops\.([A-Za-z_]\w*)\.[A-Za-z_]\w*\(")
 _NEURON_EMU_MESSAGE = re.compile(r"(neuron_emu: [^\n]*)")
 
@@ -40,7 +42,7 @@ def custom_namespaces(path: Path) -> set[str]:
 def load(
     path: str | os.PathLike[str], custom_op_libraries: list[str | os.PathLike[str]] | None = None
 ) -> torch.jit.ScriptModule:
-    """Load a saved traced model; its custom-op libraries are the given ones, else the `lib*.so` files beside it."""
+    """Load a saved traced model with the given custom-op libraries, else the `lib*.so` files beside it."""
     model_path = Path(path)
     if not model_path.is_file():
         raise ArtifactError(f"traced model {model_path} does not exist")
@@ -120,7 +122,7 @@ def dynamic_batch(module: Any) -> Any:
 
 
 def cost_plan(module: Any, bucket: int | None = None) -> CostPlan:
-    """The cost plan recorded at trace time (for `bucket`, the sequence length, when the model has buckets)."""
+    """The cost plan recorded at trace time (of `bucket`, a sequence length, when the model has buckets)."""
     from neuron_emu.cost.plan import CostPlan
 
     neuron = _neuron(module)

@@ -1,8 +1,8 @@
 """`trace`, `trace_buckets` and `analyze`: the torch_neuronx tracing workflow, emulated on a CPU.
 
-A trace records the model with torch.jit.trace (fixed shapes and control flow, as on Neuron), applies the
-auto-cast rounding of the compiler arguments, checks every op against what NeuronCores run, attaches a cost plan
-and wraps the graph in a TorchScript module that takes and returns CPU tensors.
+A trace records the model with torch.jit.trace (fixed shapes and control flow, as on Neuron), applies
+the auto-cast rounding of the compiler arguments, checks every op against what NeuronCores run,
+attaches a cost plan and wraps the graph in a TorchScript module that takes and returns CPU tensors.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ EMULATOR_VERSION = "neuron_emu 0.1.0"
 class _Capture(torch.nn.Module):
     """What torch.jit.trace records: the model on a list of inputs, returning a list of tensors."""
 
+    call: Callable[..., Any]
+
     def __init__(self, call: Callable[..., Any], round_inputs_to: str | None) -> None:
         super().__init__()
         object.__setattr__(self, "call", call)
@@ -55,7 +57,8 @@ class _Capture(torch.nn.Module):
             outs, self.output_kind = list(out), "tuple"
         else:
             raise TraceError(
-                f"the model returned {type(out).__name__}; neuron_emu.trace needs a Tensor or a tuple of Tensors "
+                f"the model returned {type(out).__name__}; "
+                "neuron_emu.trace needs a Tensor or a tuple of Tensors "
                 "(wrap the model so it returns a tuple)"
             )
         self.output_shapes = [tuple(o.shape) for o in outs]
@@ -94,9 +97,13 @@ def _normalize_inputs(example_inputs: Inputs) -> tuple[Tensor, ...]:
     elif isinstance(example_inputs, tuple | list):
         inputs = tuple(example_inputs)
     else:
-        raise TraceError(f"example_inputs must be a Tensor or a tuple of Tensors, got {type(example_inputs).__name__}")
+        raise TraceError(
+            f"example_inputs must be a Tensor or a tuple of Tensors, got {type(example_inputs).__name__}"
+        )
     if not inputs or not all(isinstance(x, Tensor) for x in inputs):
-        raise TraceError("example_inputs must be a Tensor or a non-empty tuple of Tensors (passed positionally)")
+        raise TraceError(
+            "example_inputs must be a Tensor or a non-empty tuple of Tensors (passed positionally)"
+        )
     for i, x in enumerate(inputs):
         if x.device.type != "cpu":
             raise TraceError(f"example input {i} is on {x.device}; Neuron traced models take CPU tensors")
@@ -127,12 +134,16 @@ def _prices() -> dict[str, float]:
 
 
 def _run_trace(capture: _Capture, inputs: tuple[Tensor, ...], mode: AutoCastMode) -> torch.jit.ScriptModule:
-    active: contextlib.AbstractContextManager[Any] = mode if mode.options.auto_cast != "none" else contextlib.nullcontext()
+    active: contextlib.AbstractContextManager[Any] = (
+        mode if mode.options.auto_cast != "none" else contextlib.nullcontext()
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         try:
             with active:
-                graph: torch.jit.ScriptModule = torch.jit.trace(capture, ([*inputs],), check_trace=False, strict=False)
+                graph: torch.jit.ScriptModule = torch.jit.trace(
+                    capture, ([*inputs],), check_trace=False, strict=False
+                )
         except NeuronEmuError:
             raise
         except Exception as exc:
@@ -184,7 +195,9 @@ def _batchable(inputs: Sequence[Tensor], output_shapes: Sequence[tuple[int, ...]
     return all(x.shape[0] == batch for x in inputs) and all(s[0] == batch for s in output_shapes)
 
 
-def _neuron_graph(traced: _Traced, inputs: Sequence[Tensor], options: CompilerOptions) -> torch.jit.ScriptModule:
+def _neuron_graph(
+    traced: _Traced, inputs: Sequence[Tensor], options: CompilerOptions
+) -> torch.jit.ScriptModule:
     module = NeuronGraph(
         traced.graph,
         list(inputs),
@@ -200,7 +213,9 @@ def _neuron_graph(traced: _Traced, inputs: Sequence[Tensor], options: CompilerOp
     return scripted
 
 
-def _entry(neuron: torch.jit.ScriptModule, output_kind: str, inputs: Sequence[Tensor]) -> torch.jit.ScriptModule:
+def _entry(
+    neuron: torch.jit.ScriptModule, output_kind: str, inputs: Sequence[Tensor]
+) -> torch.jit.ScriptModule:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         entry: torch.jit.ScriptModule = torch.jit.trace(
@@ -209,7 +224,9 @@ def _entry(neuron: torch.jit.ScriptModule, output_kind: str, inputs: Sequence[Te
     return entry
 
 
-def _write_workdir(workdir: str | os.PathLike[str], name: str, traced: _Traced, options: CompilerOptions) -> None:
+def _write_workdir(
+    workdir: str | os.PathLike[str], name: str, traced: _Traced, options: CompilerOptions
+) -> None:
     directory = Path(workdir)
     directory.mkdir(parents=True, exist_ok=True)
     files = {
@@ -281,8 +298,8 @@ def trace_buckets(
     """Trace one graph per sequence-length bucket (one example input set per bucket) into a single module.
 
     At inference the module pads the sequence inputs (`seq_dim` per input, None for inputs without one) with
-    `pad_values` up to the smallest bucket that fits, runs that bucket's graph, and trims the outputs listed in
-    `output_seq_dims` back to the input length. Weights are stored once for all buckets.
+    `pad_values` up to the smallest bucket that fits, runs that bucket's graph, and trims the outputs
+    listed in `output_seq_dims` back to the input length. Weights are stored once for all buckets.
     """
     if isinstance(example_inputs, Tensor) or not example_inputs:
         raise TraceError("trace_buckets needs a list with one example input (tuple) per bucket")
@@ -335,7 +352,13 @@ def analyze(
         counted += 1
         supported[op.kind] = supported.get(op.kind, 0) + 1
     unsupported = [
-        {"kind": u["kind"], "failureAt": "neuron_emu", "reason": u["reason"], "call": u["call"], "opGraph": u["opGraph"]}
+        {
+            "kind": u["kind"],
+            "failureAt": "neuron_emu",
+            "reason": u["reason"],
+            "call": u["call"],
+            "opGraph": u["opGraph"],
+        }
         for u in traced.plan.unsupported
     ]
     total = counted + len(unsupported)
@@ -351,4 +374,3 @@ def analyze(
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "analyze.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
-

@@ -1,4 +1,4 @@
-"""NeuronCore-v2 engine figures (neuron_emu's own data file) and the chip figures from the instance catalog."""
+"""NeuronCore-v2 engine figures (neuron_emu's data file) and the chip figures from the instance catalog."""
 
 from __future__ import annotations
 

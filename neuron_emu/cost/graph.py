@@ -94,7 +94,7 @@ def _constant(value: torch._C.Value) -> Any:
 
 def _frames(node: torch._C.Node) -> list[str]:
     try:
-        return [line.strip() for line in node.sourceRange().splitlines() if line.strip()]
+        return [line.strip() for line in str(node.sourceRange()).splitlines() if line.strip()]
     except RuntimeError:
         return []
 

@@ -19,20 +19,22 @@ from neuron_emu.cost.rules import classify, tensor_engine_dtype, traffic, work
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 ASSUMPTIONS = (
     "Estimate only: a roofline model from published NeuronCore-v2 peak figures, not a measurement.",
-    "Each op runs alone: time = max(FLOPs / engine peak, HBM bytes / HBM bandwidth); latency is the serial sum "
-    "(engines overlapping perfectly would give the 'overlapped' lower bound).",
-    "Tensor engine at the auto-cast type's peak (fp32 operands without auto-cast run at the fp32 peak); vector and "
-    "scalar engines at their peaks whatever the dtype.",
+    "Each op runs alone: time = max(FLOPs / engine peak, HBM bytes / HBM bandwidth); latency is the "
+    "serial sum (engines overlapping perfectly would give the 'overlapped' lower bound).",
+    "Tensor engine at the auto-cast type's peak (fp32 operands without auto-cast run at the fp32 peak); "
+    "vector and scalar engines at their peaks whatever the dtype.",
     "Weights stream from HBM on every inference (auto-cast stores fp32 weights in the auto-cast type); "
     "activations stay in the 24 MiB SBUF unless one op's activations exceed it.",
     "HBM bandwidth per core is the chip's bandwidth shared by its cores (infra/data/instances.json).",
-    "FLOPs: 2*M*N*K per matmul; 1 per element for element-wise and activation ops; softmax 5, layer norm 8 per "
-    "element; reductions count input elements.",
-    "Custom C++ ops: one operation per input and output element on 1 GPSIMD core (8 with multicore=True), each "
-    "16 fp32 lanes at an assumed 1.4 GHz; gathers (embedding, index_select) move only the rows they read.",
-    "Layout ops (view, permute, slice...) are free; copies (cat, pad, contiguous) cost their bytes at HBM bandwidth.",
-    "Not modelled: host-device transfer of inputs and outputs, runtime launch overhead, collective ops, the host CPU "
-    "(tokenization) and multi-core sharding of one model: one model replica per NeuronCore.",
+    "FLOPs: 2*M*N*K per matmul; 1 per element for element-wise and activation ops; softmax 5, layer norm "
+    "8 per element; reductions count input elements.",
+    "Custom C++ ops: one operation per input and output element on 1 GPSIMD core (8 with "
+    "multicore=True), each 16 fp32 lanes at an assumed 1.4 GHz; gathers (embedding, index_select) move "
+    "only the rows they read.",
+    "Layout ops (view, permute, slice...) are free; copies (cat, pad, contiguous) cost their bytes at HBM "
+    "bandwidth.",
+    "Not modelled: host-device transfer of inputs and outputs, runtime launch overhead, collective ops, "
+    "the host CPU (tokenization) and sharding one model over cores: one model replica per NeuronCore.",
 )
 
 
@@ -117,7 +119,9 @@ def op_costs(
     for op in ops:
         decision = classify(op, custom_namespaces)
         if decision.unsupported:
-            unsupported.append({"kind": op.kind, "reason": decision.unsupported, "call": op.source, "opGraph": op.graph_text})
+            unsupported.append(
+                {"kind": op.kind, "reason": decision.unsupported, "call": op.source, "opGraph": op.graph_text}
+            )
             continue
         weights, activations = traffic(op, decision.engine, options)
         spills = activations > core.sbuf_bytes

@@ -21,12 +21,16 @@ def render(plan: CostPlan) -> str:
     lines = [
         f"neuron_emu cost plan for {plan.core} - an ESTIMATE from a roofline model, not a measurement",
         f"compiler args: {plan.compiler_args}",
-        "inputs: " + ", ".join(f"{i['dtype']}{i['shape']}" for i in plan.inputs) + f" (batch {plan.batch_size})",
+        "inputs: "
+        + ", ".join(f"{i['dtype']}{i['shape']}" for i in plan.inputs)
+        + f" (batch {plan.batch_size})",
         "",
     ]
     costly = sorted((c for c in plan.ops if c.engine != "none"), key=lambda c: c.time_us, reverse=True)
     shown = costly[:MAX_OP_ROWS]
-    lines.append(f"{'#':>4}  {'op':<36} {'engine':<7} {'dtype':<9} {'FLOPs':>11} {'HBM':>10} {'time':>10}  bound")
+    lines.append(
+        f"{'#':>4}  {'op':<36} {'engine':<7} {'dtype':<9} {'FLOPs':>11} {'HBM':>10} {'time':>10}  bound"
+    )
     for c in sorted(shown, key=lambda c: c.index):
         lines.append(
             f"{c.index:>4}  {c.op[:36]:<36} {c.engine:<7} {c.dtype:<9} {_si(c.flops, 'F'):>11} "
@@ -40,16 +44,16 @@ def render(plan: CostPlan) -> str:
     totals = plan.totals
     lines += ["", "per engine:"]
     for engine, entry in sorted(totals["by_engine"].items()):
-        lines.append(
-            f"  {engine:<7} {int(entry['ops']):>5} ops  {_si(entry['flops'], 'FLOP'):>12}  {entry['time_us']:>10.2f} us"
-        )
+        flops = _si(entry["flops"], "FLOP")
+        lines.append(f"  {engine:<7} {int(entry['ops']):>5} ops  {flops:>12}  {entry['time_us']:>10.2f} us")
     lines += [
         "",
         f"per inference: {_si(totals['flops'], 'FLOP')}, {_si(totals['hbm_bytes'], 'B')} of HBM traffic "
         f"({_si(totals['weight_bytes'], 'B')} weights); latency {totals['latency_us']:.1f} us serial, "
         f"{totals['overlapped_us']:.1f} us if engines overlapped perfectly",
         "",
-        f"{'instance':<18} {'cores':>5} {'latency':>10} {'inferences/s':>13} {'fits':>5} {'USD/h':>7} {'USD/1M inf':>11}",
+        f"{'instance':<18} {'cores':>5} {'latency':>10} {'inferences/s':>13} {'fits':>5} {'USD/h':>7} "
+        f"{'USD/1M inf':>11}",
     ]
     for i in plan.instances:
         price = f"{i.usd_per_hour:.2f}" if i.usd_per_hour is not None else "n/a"

@@ -1,4 +1,4 @@
-"""Which NeuronCore engine runs each op, and its FLOPs and bytes (pure functions of the op's recorded shapes)."""
+"""Which NeuronCore engine runs each op, and its FLOPs and bytes (pure functions of the recorded shapes)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,23 @@ VECTOR_FACTORS = {
     "instance_norm": 8.0,
 }
 REDUCTIONS = frozenset(
-    {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var", "std", "norm", "logsumexp", "all", "any"}
+    {
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "prod",
+        "var",
+        "std",
+        "norm",
+        "logsumexp",
+        "all",
+        "any",
+    }
 )
 GPSIMD_OPS = frozenset(
     {
@@ -129,7 +145,9 @@ GPSIMD_OPS = frozenset(
         "topk",
     }
 )
-GATHERS = frozenset({"embedding", "embedding_bag", "index_select", "gather", "take", "take_along_dim", "index"})
+GATHERS = frozenset(
+    {"embedding", "embedding_bag", "index_select", "gather", "take", "take_along_dim", "index"}
+)
 DMA_OPS = frozenset(
     {
         "cat",
@@ -244,7 +262,10 @@ UNSUPPORTED = {
     "qr": "no NeuronCore lowering for matrix decompositions",
     "cholesky": "no NeuronCore lowering for matrix decompositions",
 }
-_UNSUPPORTED_PREFIXES = {"fft_": "no NeuronCore lowering for FFTs", "linalg_": "no NeuronCore lowering for linear algebra"}
+_UNSUPPORTED_PREFIXES = {
+    "fft_": "no NeuronCore lowering for FFTs",
+    "linalg_": "no NeuronCore lowering for linear algebra",
+}
 
 
 @dataclass(frozen=True)
@@ -278,7 +299,9 @@ def classify(op: GraphOp, custom_namespaces: Mapping[str, bool]) -> Classified:
         if namespace in custom_namespaces:
             cores = 8 if custom_namespaces[namespace] else 1
             return Classified("gpsimd", note=f"custom C++ op on {cores} GPSIMD core(s)", gpsimd_cores=cores)
-        return Classified("none", unsupported=f"'{namespace}' is not a Neuron custom-op library built by neuron_emu")
+        return Classified(
+            "none", unsupported=f"'{namespace}' is not a Neuron custom-op library built by neuron_emu"
+        )
     if name in UNSUPPORTED:
         return Classified("none", unsupported=UNSUPPORTED[name])
     for prefix, reason in _UNSUPPORTED_PREFIXES.items():
@@ -325,8 +348,8 @@ def _equation_flops(equation: str, operands: list[TensorMeta], output: TensorMet
         k = operands[0].shape[-1] if operands and operands[0].shape else 1
         return 2.0 * (output.numel if output else 1) * k
     sizes: dict[str, int] = {}
-    for term, meta in zip(terms, operands):
-        for letter, size in zip(term, meta.shape):
+    for term, meta in zip(terms, operands, strict=True):
+        for letter, size in zip(term, meta.shape, strict=False):
             sizes[letter] = size
     return 2.0 * prod(sizes.values())
 
@@ -371,10 +394,10 @@ def work(op: GraphOp, engine: Engine) -> list[Work]:
             weight = ins[2]
             return [Work("tensor", 2.0 * out_numel * weight.shape[1] * weight.shape[2])]
         if name == "scaled_dot_product_attention" and len(ins) >= 3:
-            q, k, v = ins[0], ins[1], ins[2]
-            length, depth = q.shape[-2], q.shape[-1]
-            source, value_depth = k.shape[-2], v.shape[-1]
-            batch = q.numel / max(1, length * depth)
+            query, key, value = ins[0], ins[1], ins[2]
+            length, depth = query.shape[-2], query.shape[-1]
+            source, value_depth = key.shape[-2], value.shape[-1]
+            batch = query.numel / max(1, length * depth)
             scores = batch * length * source
             return [
                 Work("tensor", 2.0 * scores * (depth + value_depth), "QK^T and PV matmuls"),
@@ -397,9 +420,11 @@ def work(op: GraphOp, engine: Engine) -> list[Work]:
 
 
 def stored_bytes(meta: TensorMeta, engine: Engine, options: CompilerOptions) -> int:
-    """Bytes of `meta` as the NeuronCore stores it (auto-cast shrinks fp32 weights and, under `all`, activations)."""
+    """Bytes of `meta` as stored on the NeuronCore (auto-cast shrinks fp32 weights; `all`, activations)."""
     size = DTYPE_BYTES.get(meta.dtype, 4)
-    if meta.dtype == "float32" and (options.casts_all or (options.casts_matmul and engine == "tensor" and meta.constant)):
+    if meta.dtype == "float32" and (
+        options.casts_all or (options.casts_matmul and engine == "tensor" and meta.constant)
+    ):
         size = CAST_BYTES[options.auto_cast_type]
     return meta.numel * size
 
@@ -425,4 +450,3 @@ def traffic(op: GraphOp, engine: Engine, options: CompilerOptions) -> tuple[floa
     weights = float(sum(stored_bytes(t, engine, options) for t in ins if t.constant))
     activations = float(sum(stored_bytes(t, engine, options) for t in ins if not t.constant)) + out_bytes
     return weights, activations
-

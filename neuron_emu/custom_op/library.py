@@ -49,7 +49,7 @@ def _library_info(path: Path) -> dict[str, Any]:
 
 
 def load_library(path: str | os.PathLike[str]) -> LoadedLibrary:
-    """Load `lib<name>.so` and register its ops as `torch.ops.<namespace>.<op>`; loading it again is a no-op."""
+    """Load `lib<name>.so`, registering its ops as `torch.ops.<namespace>.<op>`; a second load is a no-op."""
     library_path = Path(path).expanduser().resolve()
     if not library_path.is_file():
         raise CustomOpLoadError(f"custom-op library {path} does not exist")
@@ -72,7 +72,8 @@ def load_library(path: str | os.PathLike[str]) -> LoadedLibrary:
             other = _BY_NAMESPACE.get(namespace)
             if other is not None:
                 raise CustomOpLoadError(
-                    f"{library_path.name}: the custom-op namespace '{namespace}' is already loaded from {other.path} "
+                    f"{library_path.name}: the custom-op namespace '{namespace}' is already loaded from "
+                    f"{other.path} "
                     "(one library per namespace per process; restart Python to use a rebuilt library)"
                 )
             raise CustomOpLoadError(f"{library_path.name}: {error}")

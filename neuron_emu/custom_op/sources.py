@@ -1,4 +1,4 @@
-"""Reading custom-op sources: the NEURON_LIBRARY block and its m.def() registrations, checked against the limits."""
+"""Reading custom-op sources: the NEURON_LIBRARY block and its m.def() calls, checked against the limits."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def _line_of(text: str, offset: int) -> int:
 
 
 def parse_library(shape_sources: Mapping[str, str]) -> LibraryDecl:
-    """Find the one NEURON_LIBRARY block across the shape sources (file name -> text) and its registrations."""
+    """The one NEURON_LIBRARY block across the shape sources (file name -> text) and its registrations."""
     blocks: list[tuple[str, int, str, str, str]] = []
     for name, raw in shape_sources.items():
         text = strip_comments(raw)
@@ -82,7 +82,8 @@ def parse_library(shape_sources: Mapping[str, str]) -> LibraryDecl:
     if len(blocks) > 1:
         found = ", ".join(f"{ns} at {src}:{line}" for src, line, ns, _, _ in blocks)
         raise CustomOpBuildError(
-            f"shape_srcs define {len(blocks)} NEURON_LIBRARY blocks ({found}); a custom-op library has exactly one"
+            f"shape_srcs define {len(blocks)} NEURON_LIBRARY blocks ({found}); "
+            "a custom-op library has exactly one"
         )
     source, line, namespace, variable, text = blocks[0]
     where = f"NEURON_LIBRARY({namespace}) at {source}:{line}"
@@ -94,26 +95,32 @@ def parse_library(shape_sources: Mapping[str, str]) -> LibraryDecl:
     calls = list(re.finditer(rf"\b{re.escape(variable)}\s*\.\s*def\s*\(", text))
     ops: list[OpDef] = []
     for call in calls:
-        match = define.match(text, call.start())
+        registration = define.match(text, call.start())
         call_line = _line_of(text, call.start())
-        if match is None:
+        if registration is None:
             raise CustomOpBuildError(
                 f"{where}: cannot read the {variable}.def(...) call at {source}:{call_line}; write it as "
                 f'{variable}.def("op_name", &shape_function, "kernel_function") with string-literal names'
             )
-        ops.append(OpDef(match.group(1), match.group(2), match.group(3), source, call_line))
+        op_name, shape_fn, kernel = registration.group(1), registration.group(2), registration.group(3)
+        ops.append(OpDef(op_name, shape_fn, kernel, source, call_line))
     if not ops:
         raise CustomOpBuildError(f'{where} has no {variable}.def("op_name", &shape_function, "kernel") calls')
     if len(ops) > MAX_FUNCTIONS:
         raise CustomOpBuildError(
-            f"{where} registers {len(ops)} functions; a Neuron custom-op library may register at most {MAX_FUNCTIONS}"
+            f"{where} registers {len(ops)} functions; "
+            f"a Neuron custom-op library may register at most {MAX_FUNCTIONS}"
         )
     seen: set[str] = set()
     for op in ops:
         if not _IDENTIFIER.fullmatch(op.op_name):
-            raise CustomOpBuildError(f'{where}: op name "{op.op_name}" at {op.source}:{op.line} is not a C identifier')
+            raise CustomOpBuildError(
+                f'{where}: op name "{op.op_name}" at {op.source}:{op.line} is not a C identifier'
+            )
         if not re.fullmatch(r"[A-Za-z_][\w:]*", op.kernel):
-            raise CustomOpBuildError(f'{where}: kernel name "{op.kernel}" at {op.source}:{op.line} is not a C++ name')
+            raise CustomOpBuildError(
+                f'{where}: kernel name "{op.kernel}" at {op.source}:{op.line} is not a C++ name'
+            )
         if op.op_name in seen:
             raise CustomOpBuildError(f'{where}: op "{op.op_name}" is registered twice')
         seen.add(op.op_name)
@@ -125,6 +132,6 @@ def check_compute_sources(compute_sources: Mapping[str, str]) -> None:
         match = _LIBRARY.search(strip_comments(raw))
         if match:
             raise CustomOpBuildError(
-                f"{name} (a compute source) contains NEURON_LIBRARY({match.group(1)}, ...): registrations belong in "
-                "shape_srcs, which run on the host"
+                f"{name} (a compute source) contains NEURON_LIBRARY({match.group(1)}, ...): "
+                "registrations belong in shape_srcs, which run on the host"
             )

@@ -88,7 +88,9 @@ def defined_symbols(toolchain: Toolchain, obj: Path, *, log: list[str]) -> str:
     return run([toolchain.nm, "-C", "--defined-only", str(obj)], verbose=False, log=[])
 
 
-_DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*(?P<msg>.*)$")
+_DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*(?P<msg>.*)$"
+)
 _REQUIRED_FROM = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+:\s+required from here")
 _LINKER = re.compile(r"undefined reference to [`'](?P<sym>[^']+)'")
 
@@ -96,7 +98,7 @@ _LINKER = re.compile(r"undefined reference to [`'](?P<sym>[^']+)'")
 def first_error(output: str, internal: Sequence[Path] = (), remap: Mapping[str, str] | None = None) -> str:
     """The most telling compiler/linker diagnostic in `output`, as `file:line: message`.
 
-    A static assertion inside neuron_emu's headers (`internal`) is reported at the user line that triggered it;
+    A static assertion inside neuron_emu's headers (`internal`) is reported at the user line behind it;
     `remap` turns locations in generated files into the user lines they stand for.
     """
     lines = output.splitlines()

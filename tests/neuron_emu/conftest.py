@@ -1,4 +1,4 @@
-"""Shared fixtures: the test custom-op libraries (built once per session, cached across sessions) and tiny BERTs."""
+"""Shared fixtures: the test custom-op libraries (built once, cached across sessions) and tiny BERTs."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
 
 from neuron_emu import custom_op
 from neuron_emu.custom_op import LoadedLibrary
+
+if TYPE_CHECKING:
+    from transformers import BertConfig
 
 REPO = Path(__file__).resolve().parents[2]
 CPP = Path(__file__).resolve().parent / "custom_op" / "cpp"
@@ -42,7 +46,9 @@ def test_ops() -> LoadedLibrary:
 
 @pytest.fixture(scope="session")
 def multicore_ops() -> LoadedLibrary:
-    path = custom_op.load("nemu_multicore", [CPP / "multicore.cpp"], [CPP / "multicore_shapes.cpp"], multicore=True)
+    path = custom_op.load(
+        "nemu_multicore", [CPP / "multicore.cpp"], [CPP / "multicore_shapes.cpp"], multicore=True
+    )
     return custom_op.load_library(path)
 
 
@@ -70,10 +76,10 @@ class ClassifierWrapper(torch.nn.Module):
         return logits
 
 
-def tiny_bert_config(**overrides: int) -> object:
+def tiny_bert_config(**overrides: int) -> BertConfig:
     from transformers import BertConfig
 
-    settings = {
+    settings: dict[str, Any] = {
         "vocab_size": 1000,
         "hidden_size": 64,
         "num_hidden_layers": 2,

@@ -25,11 +25,18 @@ def test_defaults_are_the_neuronx_cc_defaults() -> None:
 )
 def test_string_and_list_forms_later_flags_win(args: str | list[str]) -> None:
     options = parse_compiler_args(args)
-    assert (options.auto_cast, options.auto_cast_type, options.target, options.optlevel) == ("all", "fp16", "trn1", 1)
+    assert (options.auto_cast, options.auto_cast_type, options.target, options.optlevel) == (
+        "all",
+        "fp16",
+        "trn1",
+        1,
+    )
 
 
 def test_matmul_alias_and_no_effect_flags() -> None:
-    options = parse_compiler_args("--auto-cast matmul --model-type transformer --enable-fast-loading-neuron-binaries")
+    options = parse_compiler_args(
+        "--auto-cast matmul --model-type transformer --enable-fast-loading-neuron-binaries"
+    )
     assert options.auto_cast == "matmult"
     assert options.model_type == "transformer"
     assert options.no_effect == ("--enable-fast-loading-neuron-binaries",)

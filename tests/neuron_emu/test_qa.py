@@ -77,7 +77,12 @@ def test_custom_op_libraries_travel_with_the_artifact(
 
 @pytest.mark.parametrize(
     ("buckets", "batch", "message"),
-    [([32, 16], 1, "strictly increasing"), ([4], 1, "integers >= 8"), ([], 1, "integers >= 8"), ([16], 0, "batch_size")],
+    [
+        ([32, 16], 1, "strictly increasing"),
+        ([4], 1, "integers >= 8"),
+        ([], 1, "integers >= 8"),
+        ([16], 0, "batch_size"),
+    ],
 )
 def test_compile_qa_checks_its_arguments(
     tiny_qa: QAWrapper, tmp_path: Path, buckets: list[int], batch: int, message: str

@@ -121,21 +121,30 @@ def test_bert_base_bf16_matmult_logits_within_a_few_thousandths() -> None:
     mask = torch.ones(1, 128, dtype=torch.long)
     with torch.no_grad():
         reference = model(ids, mask)
-    traced = neuron_emu.trace(model, (ids, mask))  # compiler defaults: --auto-cast matmult --auto-cast-type bf16
+    traced = neuron_emu.trace(
+        model, (ids, mask)
+    )  # compiler defaults: --auto-cast matmult --auto-cast-type bf16
     error = (traced(ids, mask) - reference).abs().max().item()
     assert 1e-5 < error < 5e-3
 
 
 def test_shapes_and_dtypes_are_fixed(mlp: MLP) -> None:
     traced = neuron_emu.trace(mlp, torch.randn(4, 12))
-    with pytest.raises(torch.jit.Error, match=r"input 0 has shape \[5, 12\] but the model was traced for \[4, 12\]"):
+    with pytest.raises(
+        torch.jit.Error, match=r"input 0 has shape \[5, 12\] but the model was traced for \[4, 12\]"
+    ):
         traced(torch.randn(5, 12))
-    with pytest.raises(torch.jit.Error, match="input 0 has dtype torch.float64 but the model was traced with torch.float32"):
+    with pytest.raises(
+        torch.jit.Error,
+        match=r"input 0 has dtype torch\.float64 but the model was traced with torch\.float32",
+    ):
         traced(torch.randn(4, 12, dtype=torch.float64))
 
 
 def test_dynamic_batch_splits_and_pads_any_batch(mlp: MLP) -> None:
-    traced = neuron_emu.dynamic_batch(neuron_emu.trace(mlp, torch.randn(2, 12), compiler_args="--auto-cast none"))
+    traced = neuron_emu.dynamic_batch(
+        neuron_emu.trace(mlp, torch.randn(2, 12), compiler_args="--auto-cast none")
+    )
     for batch in (1, 2, 3, 7):
         x = torch.randn(batch, 12)
         with torch.no_grad():
@@ -198,14 +207,16 @@ def test_runtime_load_explains_missing_custom_op_libraries(test_ops: LoadedLibra
         """
     )
     assert "calls custom ops of nemu_test; load the lib<name>.so that defines them first" in out
-    assert neuron_emu.describe(neuron_emu.load(path, [test_ops.path]))["custom_op_namespaces"] == ["nemu_test"]
+    assert neuron_emu.describe(neuron_emu.load(path, [test_ops.path]))["custom_op_namespaces"] == [
+        "nemu_test"
+    ]
 
 
 def test_one_custom_op_library_per_model(test_ops: LoadedLibrary, multicore_ops: LoadedLibrary) -> None:
     def both(x: torch.Tensor) -> torch.Tensor:
         return torch.ops.nemu_multicore.relu(torch.ops.nemu_test.tcm_negate(x))
 
-    with pytest.raises(TraceError, match="2 custom-op libraries .* a Neuron model may use one"):
+    with pytest.raises(TraceError, match=r"2 custom-op libraries .* a Neuron model may use one"):
         neuron_emu.trace(both, torch.randn(16))
 
 
@@ -214,7 +225,11 @@ def test_bucketed_bert_pads_to_the_next_bucket(tiny_qa: QAWrapper) -> None:
         return (torch.ones(1, length, dtype=torch.long),) * 2 + (torch.zeros(1, length, dtype=torch.long),)
 
     traced = neuron_emu.trace_buckets(
-        tiny_qa, [example(32), example(16)], pad_values=[0, 0, 0], output_seq_dims=[1, 1], compiler_args="--auto-cast none"
+        tiny_qa,
+        [example(32), example(16)],
+        pad_values=[0, 0, 0],
+        output_seq_dims=[1, 1],
+        compiler_args="--auto-cast none",
     )
     neuron_emu.dynamic_batch(traced)
     assert neuron_emu.describe(traced)["buckets"] == [16, 32]
@@ -248,7 +263,7 @@ def test_analyze_lists_supported_and_unsupported_ops(mlp: MLP) -> None:
     assert unsupported["kind"] == "aten::nonzero"
     assert "depends on the data" in unsupported["reason"]
     assert "test_tracing.py" in unsupported["call"]
-    with pytest.raises(TraceError, match="NeuronCores cannot run aten::nonzero at .*test_tracing.py"):
+    with pytest.raises(TraceError, match=r"NeuronCores cannot run aten::nonzero at .*test_tracing\.py"):
         neuron_emu.trace(picky, torch.randn(8))
 
 
@@ -258,7 +273,9 @@ def test_trace_errors_are_one_line(mlp: MLP) -> None:
         neuron_emu.trace(mlp, torch.randn(2, 12))
     with pytest.raises(TraceError, match="returned dict"):
         neuron_emu.trace(lambda x: {"y": x}, torch.randn(2))
-    with pytest.raises(TraceError, match="tracing the model failed: RuntimeError: mat1 and mat2 shapes cannot"):
+    with pytest.raises(
+        TraceError, match="tracing the model failed: RuntimeError: mat1 and mat2 shapes cannot"
+    ):
         neuron_emu.trace(mlp.eval(), torch.randn(2, 5))
     with pytest.raises(TraceError, match="example_inputs must be a Tensor"):
         neuron_emu.trace(mlp, [1, 2])

@@ -39,7 +39,9 @@ def test_library_registers_its_namespace_and_ops(test_ops: LoadedLibrary) -> Non
     )
 
 
-def test_accessor_kernel_matches_torch_relu_and_takes_the_shape_function_shape(test_ops: LoadedLibrary) -> None:
+def test_accessor_kernel_matches_torch_relu_and_takes_the_shape_function_shape(
+    test_ops: LoadedLibrary,
+) -> None:
     x = torch.randn(7, 5)
     out = ops.relu_forward(x)
     # The kernel returns a flat tensor; like the hardware, the output has the shape function's shape.
@@ -122,8 +124,12 @@ def test_second_load_in_a_new_process_uses_the_cache_without_compiling(
     assert log.read_text().split() == ["--version"]  # identified the compiler, compiled nothing
 
 
-def test_build_directory_holds_the_library_for_load_library_elsewhere(test_ops: LoadedLibrary, tmp_path: Path) -> None:
-    published = custom_op.load("nemu_test", [CPP / "kernels.cpp"], [CPP / "shapes.cpp"], build_directory=tmp_path)
+def test_build_directory_holds_the_library_for_load_library_elsewhere(
+    test_ops: LoadedLibrary, tmp_path: Path
+) -> None:
+    published = custom_op.load(
+        "nemu_test", [CPP / "kernels.cpp"], [CPP / "shapes.cpp"], build_directory=tmp_path
+    )
     assert published == tmp_path / "libnemu_test.so"
     out = run_python(
         f"""
@@ -140,12 +146,19 @@ def test_cache_key_follows_sources_and_neighbour_headers(tmp_path: Path) -> None
     shutil.copy(CPP / "kernels.cpp", tmp_path / "kernels.cpp")
     shutil.copy(CPP / "shapes.cpp", tmp_path / "shapes.cpp")
     first = plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key
-    assert plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key == first
+    assert (
+        plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key == first
+    )
     (tmp_path / "helpers.h").write_text("// a header next to the sources\n")
     with_header = plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key
     assert with_header != first
-    assert plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], True, None).key != with_header
-    flagged = plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, ["-DSTACK_SIZE=20000"])
+    assert (
+        plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], True, None).key
+        != with_header
+    )
+    flagged = plan_build(
+        "keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, ["-DSTACK_SIZE=20000"]
+    )
     assert flagged.key != with_header
 
 
@@ -161,5 +174,5 @@ def test_load_library_refuses_files_that_are_not_neuron_emu_libraries(tmp_path: 
         custom_op.load_library(tmp_path / "libmissing.so")
     bogus = tmp_path / "libbogus.so"
     bogus.write_bytes(b"not an ELF file")
-    with pytest.raises(CustomOpLoadError, match="cannot load libbogus.so"):
+    with pytest.raises(CustomOpLoadError, match=r"cannot load libbogus\.so"):
         custom_op.load_library(bogus)

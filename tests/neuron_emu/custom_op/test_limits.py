@@ -39,29 +39,39 @@ torch::Tensor identity(const torch::Tensor& t) {
   return out;
 }
 """
-IDENTITY_SHAPE = "torch::Tensor identity_shape(torch::Tensor t) { return torch::zeros(t.sizes(), torch::kFloat); }\n"
+IDENTITY_SHAPE = (
+    "torch::Tensor identity_shape(torch::Tensor t) { return torch::zeros(t.sizes(), torch::kFloat); }\n"
+)
 
 
 def test_at_most_ten_functions_per_library(tmp_path: Path) -> None:
     defs = "\n".join(f'  m.def("op{i}", &identity_shape, "identity");' for i in range(11))
-    message = build_error(tmp_path, "eleven", IDENTITY_KERNEL, IDENTITY_SHAPE + f"NEURON_LIBRARY(eleven, m) {{\n{defs}\n}}\n")
+    message = build_error(
+        tmp_path, "eleven", IDENTITY_KERNEL, IDENTITY_SHAPE + f"NEURON_LIBRARY(eleven, m) {{\n{defs}\n}}\n"
+    )
     assert "registers 11 functions" in message
     assert "at most 10" in message
 
 
 def test_library_name_builtin_is_refused(tmp_path: Path) -> None:
-    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(builtin, m) { m.def("identity", &identity_shape, "identity"); }\n'
+    shapes = (
+        IDENTITY_SHAPE + 'NEURON_LIBRARY(builtin, m) { m.def("identity", &identity_shape, "identity"); }\n'
+    )
     assert "'builtin' is reserved" in build_error(tmp_path, "builtin_lib", IDENTITY_KERNEL, shapes)
 
 
 def test_vector_arguments_are_refused(tmp_path: Path) -> None:
     kernels = """
     #include <vector>
-    torch::Tensor pick(const torch::Tensor& t, std::vector<int64_t> idx) { return torch::empty(t.sizes(), torch::kFloat); }
+    torch::Tensor pick(const torch::Tensor& t, std::vector<int64_t> idx) {
+      return torch::empty(t.sizes(), torch::kFloat);
+    }
     """
     shapes = """
     #include <vector>
-    torch::Tensor pick_shape(torch::Tensor t, std::vector<int64_t> idx) { return torch::zeros(t.sizes(), torch::kFloat); }
+    torch::Tensor pick_shape(torch::Tensor t, std::vector<int64_t> idx) {
+      return torch::zeros(t.sizes(), torch::kFloat);
+    }
     NEURON_LIBRARY(vec_ops, m) { m.def("pick", &pick_shape, "pick"); }
     """
     message = build_error(tmp_path, "vec_ops", kernels, shapes)
@@ -70,7 +80,9 @@ def test_vector_arguments_are_refused(tmp_path: Path) -> None:
 
 
 def test_float_and_int_scalars_are_refused_in_kernels(tmp_path: Path) -> None:
-    kernels = "torch::Tensor scale(const torch::Tensor& t, float f) { return torch::empty(t.sizes(), torch::kFloat); }\n"
+    kernels = """
+    torch::Tensor scale(const torch::Tensor& t, float f) { return torch::empty(t.sizes(), torch::kFloat); }
+    """
     shapes = """
     torch::Tensor scale_shape(torch::Tensor t, double f) { return torch::zeros(t.sizes(), torch::kFloat); }
     NEURON_LIBRARY(float_ops, m) { m.def("scale", &scale_shape, "scale"); }
@@ -98,7 +110,9 @@ def test_one_tensor_is_returned(tmp_path: Path) -> None:
 
 
 def test_unsupported_dtypes_fail_the_build(tmp_path: Path) -> None:
-    kernels = "torch::Tensor widen(const torch::Tensor& t) { return torch::zeros(t.sizes(), torch::kDouble); }\n"
+    kernels = (
+        "torch::Tensor widen(const torch::Tensor& t) { return torch::zeros(t.sizes(), torch::kDouble); }\n"
+    )
     shapes = """
     torch::Tensor widen_shape(torch::Tensor t) { return torch::zeros(t.sizes(), torch::kFloat); }
     NEURON_LIBRARY(wide_ops, m) { m.def("widen", &widen_shape, "widen"); }
@@ -127,7 +141,7 @@ def test_unsupported_input_dtype_fails_the_call(test_ops: LoadedLibrary) -> None
 def test_tensor_rank_and_dimension_limits(test_ops: LoadedLibrary) -> None:
     with pytest.raises(RuntimeError, match="has 9 dimensions; NeuronCore custom-op tensors have at most 8"):
         torch.ops.nemu_test.tcm_negate(torch.zeros([1] * 9))
-    with pytest.raises(RuntimeError, match="has size 65536 in dimension 0; .* at most 65535"):
+    with pytest.raises(RuntimeError, match=r"has size 65536 in dimension 0; .* at most 65535"):
         torch.ops.nemu_test.tcm_negate(torch.zeros(65536))
     assert torch.ops.nemu_test.tcm_negate(torch.ones([1] * 8)).shape == (1,) * 8
 
@@ -138,12 +152,17 @@ def test_tcm_pool_overflow_is_reported_when_the_null_buffer_is_used(test_ops: Lo
 
 
 def test_incoherent_stream_and_accessor_use_is_an_error(test_ops: LoadedLibrary) -> None:
-    with pytest.raises(RuntimeError, match="incoherent tensor access: accessor\\(\\) on a tensor with an open write stream"):
+    with pytest.raises(
+        RuntimeError, match="incoherent tensor access: accessor\\(\\) on a tensor with an open write stream"
+    ):
         torch.ops.nemu_test.incoherent(torch.zeros(4))
 
 
 def test_kernel_named_in_neuron_library_must_exist(tmp_path: Path) -> None:
-    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(missing_ops, m) { m.def("identity", &identity_shape, "identity_kernel"); }\n'
+    shapes = (
+        IDENTITY_SHAPE
+        + 'NEURON_LIBRARY(missing_ops, m) { m.def("identity", &identity_shape, "identity_kernel"); }\n'
+    )
     message = build_error(tmp_path, "missing_ops", IDENTITY_KERNEL, shapes)
     assert "'identity_kernel' named in NEURON_LIBRARY is not defined in compute_srcs" in message
 
@@ -161,32 +180,44 @@ def test_exactly_one_neuron_library_and_only_in_shape_sources(tmp_path: Path) ->
 
 
 def test_kernel_and_shape_function_must_take_the_same_arguments(tmp_path: Path) -> None:
-    kernels = "torch::Tensor scaled(const torch::Tensor& t, double s) { return torch::empty(t.sizes(), torch::kFloat); }\n"
-    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(mismatch_ops, m) { m.def("scaled", &identity_shape, "scaled"); }\n'
+    kernels = """
+    torch::Tensor scaled(const torch::Tensor& t, double s) { return torch::empty(t.sizes(), torch::kFloat); }
+    """
+    shapes = (
+        IDENTITY_SHAPE + 'NEURON_LIBRARY(mismatch_ops, m) { m.def("scaled", &identity_shape, "scaled"); }\n'
+    )
     compute, shape = write_sources(tmp_path, kernels, shapes)
-    with pytest.raises(CustomOpLoadError, match=r"kernel scaled\(Tensor, double\) and its shape function\(Tensor\)"):
+    with pytest.raises(
+        CustomOpLoadError, match=r"kernel scaled\(Tensor, double\) and its shape function\(Tensor\)"
+    ):
         custom_op.load("mismatch_ops", [compute], [shape])
 
 
 def test_kernel_returning_the_wrong_size_is_caught_at_call(tmp_path: Path) -> None:
     kernels = "torch::Tensor shrink(const torch::Tensor& t) { return torch::zeros({1}, torch::kFloat); }\n"
-    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(shrink_ops, m) { m.def("shrink", &identity_shape, "shrink"); }\n'
+    shapes = (
+        IDENTITY_SHAPE + 'NEURON_LIBRARY(shrink_ops, m) { m.def("shrink", &identity_shape, "shrink"); }\n'
+    )
     compute, shape = write_sources(tmp_path, kernels, shapes)
     custom_op.load("shrink_ops", [compute], [shape])
-    with pytest.raises(RuntimeError, match=r"returned 1 elements \[1\] but the shape function declares 6 \[2, 3\]"):
+    with pytest.raises(
+        RuntimeError, match=r"returned 1 elements \[1\] but the shape function declares 6 \[2, 3\]"
+    ):
         torch.ops.shrink_ops.shrink(torch.zeros(2, 3))
 
 
 def test_compile_errors_name_the_file_and_line(tmp_path: Path) -> None:
     kernels = "torch::Tensor broken(const torch::Tensor& t) { return undefined_thing(t); }\n"
-    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(broken_ops, m) { m.def("broken", &identity_shape, "broken"); }\n'
+    shapes = (
+        IDENTITY_SHAPE + 'NEURON_LIBRARY(broken_ops, m) { m.def("broken", &identity_shape, "broken"); }\n'
+    )
     message = build_error(tmp_path, "broken_ops", kernels, shapes)
     assert "kernels.cpp:2: 'undefined_thing' was not declared" in message
     assert "full log:" in message
 
 
 def test_source_arguments_are_checked(tmp_path: Path) -> None:
-    with pytest.raises(CustomOpBuildError, match="compute_srcs file .*nope.cpp does not exist"):
+    with pytest.raises(CustomOpBuildError, match=r"compute_srcs file .*nope\.cpp does not exist"):
         custom_op.load("nope", [tmp_path / "nope.cpp"], [tmp_path / "nope_shape.cpp"])
     with pytest.raises(CustomOpBuildError, match="must be a non-empty list"):
         custom_op.load("nope", "kernels.cpp", ["shapes.cpp"])

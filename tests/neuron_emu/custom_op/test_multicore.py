@@ -1,4 +1,4 @@
-"""multicore=True: the kernel runs on 8 emulated GPSIMD cores that write disjoint slices of get_dst_tensor()."""
+"""multicore=True: the kernel runs on 8 emulated GPSIMD cores writing disjoint slices of get_dst_tensor()."""
 
 from __future__ import annotations
 
@@ -26,5 +26,7 @@ def test_tutorial_multicore_relu_partitions_the_tensor(multicore_ops: LoadedLibr
 
 
 def test_standard_accessors_are_refused_on_multiple_cores(multicore_ops: LoadedLibrary) -> None:
-    with pytest.raises(RuntimeError, match=r"GPSIMD core \d: accessor\(\): in multicore mode tensors may only"):
+    with pytest.raises(
+        RuntimeError, match=r"GPSIMD core \d: accessor\(\): in multicore mode tensors may only"
+    ):
         ops.plain_accessor(torch.zeros(4))

@@ -69,9 +69,11 @@ def test_autograd_through_the_custom_ops_matches_torch_relu(test_ops: LoadedLibr
     (Relu.apply(x) * weights).sum().backward()
     assert x.grad is not None
     custom_grad = x.grad.clone()
-    x.grad = None
-    (torch.relu(x) * weights).sum().backward()
-    assert torch.equal(custom_grad, x.grad)
+    reference = x.detach().clone().requires_grad_(True)
+    (torch.relu(reference) * weights).sum().backward()
+    assert reference.grad is not None
+    assert torch.equal(custom_grad, reference.grad)
+    assert not torch.equal(custom_grad, torch.zeros_like(custom_grad))
 
 
 def test_opcheck_schema_and_fake_tensor(test_ops: LoadedLibrary) -> None:
