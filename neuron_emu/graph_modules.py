@@ -44,12 +44,14 @@ class NeuronGraph(torch.nn.Module):
     output_count: int
     batchable: bool
     dynamic_batch_enabled: bool
+    output_shapes: list[list[int]]
+    dry_run: bool
 
     def __init__(
         self,
         graph: torch.jit.ScriptModule,
         example_inputs: list[Tensor],
-        output_count: int,
+        example_outputs: list[Tensor],
         batchable: bool,
         compiler_args: str,
         auto_cast: str,
@@ -68,9 +70,12 @@ class NeuronGraph(torch.nn.Module):
         self.input_shapes = [list(x.shape) for x in example_inputs]
         self.input_dtype_names = [str(x.dtype) for x in example_inputs]
         self.input_templates = [torch.empty(0, dtype=x.dtype) for x in example_inputs]
-        self.output_count = output_count
+        self.output_count = len(example_outputs)
+        self.output_shapes = [list(o.shape) for o in example_outputs]
+        self.output_templates = [torch.empty(0, dtype=o.dtype) for o in example_outputs]
         self.batchable = batchable
         self.dynamic_batch_enabled = False
+        self.dry_run = False  # set while the entry module is traced: outputs of the right shape, no compute
 
     def _check_inputs(self, inputs: list[Tensor]) -> None:
         if len(inputs) != len(self.input_shapes):
@@ -88,6 +93,11 @@ class NeuronGraph(torch.nn.Module):
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
         self._check_inputs(inputs)
+        if self.dry_run:
+            return [
+                torch.zeros(self.output_shapes[k], dtype=self.output_templates[k].dtype)
+                for k in range(self.output_count)
+            ]
         if not self.dynamic_batch_enabled:
             for i in range(len(inputs)):
                 shape = list(inputs[i].shape)

@@ -46,6 +46,7 @@ class _Capture(torch.nn.Module):
         self.round_inputs_to = round_inputs_to
         self.output_kind = "tensor"
         self.output_shapes: list[tuple[int, ...]] = []
+        self.output_dtypes: list[torch.dtype] = []
 
     def forward(self, xs: list[Tensor]) -> list[Tensor]:
         if self.round_inputs_to is not None:
@@ -62,6 +63,7 @@ class _Capture(torch.nn.Module):
                 "(wrap the model so it returns a tuple)"
             )
         self.output_shapes = [tuple(o.shape) for o in outs]
+        self.output_dtypes = [o.dtype for o in outs]
         return outs
 
 
@@ -86,6 +88,7 @@ class _Traced:
     graph: torch.jit.ScriptModule
     output_kind: str
     output_shapes: list[tuple[int, ...]]
+    output_dtypes: list[torch.dtype]
     ops: list[GraphOp]
     custom: dict[str, bool]
     plan: CostPlan
@@ -175,7 +178,9 @@ def _trace_graph(
         )
     metas = [TensorMeta(tuple(x.shape), str(x.dtype).removeprefix("torch."), False) for x in inputs]
     plan = build_plan(ops, metas, options, neuroncore_v2(), custom, _prices())
-    return _Traced(graph, capture.output_kind, capture.output_shapes, ops, custom, plan)
+    return _Traced(
+        graph, capture.output_kind, capture.output_shapes, capture.output_dtypes, ops, custom, plan
+    )
 
 
 def _require_supported(traced: _Traced) -> None:
@@ -201,7 +206,10 @@ def _neuron_graph(
     module = NeuronGraph(
         traced.graph,
         list(inputs),
-        output_count=len(traced.output_shapes),
+        [
+            torch.empty(shape, dtype=dtype)
+            for shape, dtype in zip(traced.output_shapes, traced.output_dtypes, strict=True)
+        ],
         batchable=_batchable(inputs, traced.output_shapes),
         compiler_args=options.text(),
         auto_cast=options.auto_cast,
@@ -214,13 +222,20 @@ def _neuron_graph(
 
 
 def _entry(
-    neuron: torch.jit.ScriptModule, output_kind: str, inputs: Sequence[Tensor]
+    neuron: torch.jit.ScriptModule, graphs: Sequence[Any], output_kind: str, inputs: Sequence[Tensor]
 ) -> torch.jit.ScriptModule:
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        entry: torch.jit.ScriptModule = torch.jit.trace(
-            Entry(neuron, output_kind), tuple(inputs), check_trace=False, strict=False
-        )
+    """Trace the entry module around `neuron` without running the graphs (they answer with dummy outputs)."""
+    for graph in graphs:
+        graph.dry_run = True
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            entry: torch.jit.ScriptModule = torch.jit.trace(
+                Entry(neuron, output_kind), tuple(inputs), check_trace=False, strict=False
+            )
+    finally:
+        for graph in graphs:
+            graph.dry_run = False
     return entry
 
 
@@ -271,7 +286,8 @@ def trace(
     _require_supported(traced)
     if compiler_workdir is not None:
         _write_workdir(compiler_workdir, "", traced, options)
-    return _entry(_neuron_graph(traced, inputs, options), traced.output_kind, inputs)
+    neuron = _neuron_graph(traced, inputs, options)
+    return _entry(neuron, [neuron], traced.output_kind, inputs)
 
 
 def _per_input(value: int | Sequence[int | None] | None, count: int, default: int, what: str) -> list[int]:
@@ -330,7 +346,8 @@ def trace_buckets(
     out_dims = [-1 if d is None else int(d) for d in (output_seq_dims or [])]
     buckets = NeuronBuckets(graphs, [lengths[i] for i in order], seq_dims, pads, out_dims)
     scripted: torch.jit.ScriptModule = torch.jit.script(buckets)
-    return _entry(scripted, output_kind, per_bucket[order[0]])
+    members = [graph for _, graph in sorted(scripted.graphs.named_children(), key=lambda item: int(item[0]))]
+    return _entry(scripted, members, output_kind, per_bucket[order[0]])
 
 
 def analyze(
