@@ -152,9 +152,7 @@ def _untraced(fn: Callable[[], Tensor]) -> Tensor:
 
 
 class AutoCastMode(TorchFunctionMode):
-    def __init__(
-        self, options: CompilerOptions, constants: dict[int, Tensor], rounded: dict[int, Tensor]
-    ) -> None:
+    def __init__(self, options: CompilerOptions, constants: dict[int, Tensor], rounded: dict[int, Tensor]) -> None:
         super().__init__()
         self.options = options
         self.kind = options.auto_cast_type

@@ -28,9 +28,7 @@ _NO_EFFECT_SWITCHES = frozenset(
         "--distribution-strategy",
     }
 )
-_NO_EFFECT_VALUES = frozenset(
-    {"--logfile", "--verbose", "--output", "--framework", "--workdir", "--logical-nc-config"}
-)
+_NO_EFFECT_VALUES = frozenset({"--logfile", "--verbose", "--output", "--framework", "--workdir", "--logical-nc-config"})
 
 
 @dataclass(frozen=True)
@@ -128,9 +126,7 @@ def parse_compiler_args(args: str | Sequence[str] | None) -> CompilerOptions:
             stacklevel=3,
         )
         no_effect.append(token)
-    auto_cast = _choice(
-        "--auto-cast", values.get("--auto-cast", "matmult"), AUTO_CAST_VALUES, {"matmul": "matmult"}
-    )
+    auto_cast = _choice("--auto-cast", values.get("--auto-cast", "matmult"), AUTO_CAST_VALUES, {"matmul": "matmult"})
     cast_type = _choice("--auto-cast-type", values.get("--auto-cast-type", "bf16"), AUTO_CAST_TYPES)
     target = _choice("--target", values["--target"], TARGETS) if "--target" in values else None
     model_type = values.get("--model-type", "generic")

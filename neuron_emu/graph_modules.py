@@ -87,8 +87,7 @@ class NeuronGraph(torch.nn.Module):
                 got = _dtype_name(inputs[i].dtype)
                 traced = self.input_dtype_names[i]
                 raise ValueError(
-                    f"neuron_emu: input {i} has dtype {got} but the model was traced with {traced} "
-                    "(dtypes are fixed)"
+                    f"neuron_emu: input {i} has dtype {got} but the model was traced with {traced} (dtypes are fixed)"
                 )
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
@@ -115,9 +114,7 @@ class NeuronGraph(torch.nn.Module):
         for i in range(len(inputs)):
             shape = list(inputs[i].shape)
             if len(shape) == 0 or shape[0] != n:
-                raise ValueError(
-                    "neuron_emu: dynamic batching needs the same dim-0 batch size for every input"
-                )
+                raise ValueError("neuron_emu: dynamic batching needs the same dim-0 batch size for every input")
             if shape[1:] != self.input_shapes[i][1:]:
                 traced = self.input_shapes[i]
                 raise ValueError(
@@ -172,9 +169,7 @@ class NeuronBuckets(torch.nn.Module):
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
         if len(inputs) != len(self.seq_dims):
-            raise ValueError(
-                f"neuron_emu: the model was traced with {len(self.seq_dims)} inputs, got {len(inputs)}"
-            )
+            raise ValueError(f"neuron_emu: the model was traced with {len(self.seq_dims)} inputs, got {len(inputs)}")
         length = -1
         for i in range(len(inputs)):
             d = self.seq_dims[i]
@@ -185,17 +180,13 @@ class NeuronBuckets(torch.nn.Module):
                 if length == -1:
                     length = size
                 elif size != length:
-                    raise ValueError(
-                        f"neuron_emu: sequence inputs have different lengths ({length} and {size})"
-                    )
+                    raise ValueError(f"neuron_emu: sequence inputs have different lengths ({length} and {size})")
         index = -1
         for j in range(len(self.buckets)):
             if index == -1 and self.buckets[j] >= length:
                 index = j
         if index == -1:
-            raise ValueError(
-                f"neuron_emu: sequence length {length} exceeds the largest bucket {self.buckets[-1]}"
-            )
+            raise ValueError(f"neuron_emu: sequence length {length} exceeds the largest bucket {self.buckets[-1]}")
         target = self.buckets[index]
         padded: list[Tensor] = []
         for i in range(len(inputs)):

@@ -146,9 +146,7 @@ def compile_qa(
         "batch_size": batch_size,
         "buckets": {str(length): plan.to_dict() for length, plan in plans.items()},
     }
-    _replace_atomically(
-        out / PLAN_FILE, lambda p: p.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
-    )
+    _replace_atomically(out / PLAN_FILE, lambda p: p.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n"))
     library_names = tuple(lib.name for lib in lib_paths)
     return CompiledArtifact(
         model_file=MODEL_FILE,

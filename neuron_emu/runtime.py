@@ -114,9 +114,7 @@ def dynamic_batch(module: Any) -> Any:
     """Let a traced model take any dim-0 batch size (split and padded into traced-size chunks); in place."""
     for graph in graphs(module):
         if not graph.batchable:
-            raise ArtifactError(
-                "dynamic batching needs every input and output to share dim 0 as the batch dimension"
-            )
+            raise ArtifactError("dynamic batching needs every input and output to share dim 0 as the batch dimension")
         graph.dynamic_batch_enabled = True
     return module
 

@@ -100,13 +100,9 @@ def _normalize_inputs(example_inputs: Inputs) -> tuple[Tensor, ...]:
     elif isinstance(example_inputs, tuple | list):
         inputs = tuple(example_inputs)
     else:
-        raise TraceError(
-            f"example_inputs must be a Tensor or a tuple of Tensors, got {type(example_inputs).__name__}"
-        )
+        raise TraceError(f"example_inputs must be a Tensor or a tuple of Tensors, got {type(example_inputs).__name__}")
     if not inputs or not all(isinstance(x, Tensor) for x in inputs):
-        raise TraceError(
-            "example_inputs must be a Tensor or a non-empty tuple of Tensors (passed positionally)"
-        )
+        raise TraceError("example_inputs must be a Tensor or a non-empty tuple of Tensors (passed positionally)")
     for i, x in enumerate(inputs):
         if x.device.type != "cpu":
             raise TraceError(f"example input {i} is on {x.device}; Neuron traced models take CPU tensors")
@@ -144,9 +140,7 @@ def _run_trace(capture: _Capture, inputs: tuple[Tensor, ...], mode: AutoCastMode
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         try:
             with active:
-                graph: torch.jit.ScriptModule = torch.jit.trace(
-                    capture, ([*inputs],), check_trace=False, strict=False
-                )
+                graph: torch.jit.ScriptModule = torch.jit.trace(capture, ([*inputs],), check_trace=False, strict=False)
         except NeuronEmuError:
             raise
         except Exception as exc:
@@ -178,9 +172,7 @@ def _trace_graph(
         )
     metas = [TensorMeta(tuple(x.shape), str(x.dtype).removeprefix("torch."), False) for x in inputs]
     plan = build_plan(ops, metas, options, neuroncore_v2(), custom, _prices())
-    return _Traced(
-        graph, capture.output_kind, capture.output_shapes, capture.output_dtypes, ops, custom, plan
-    )
+    return _Traced(graph, capture.output_kind, capture.output_shapes, capture.output_dtypes, ops, custom, plan)
 
 
 def _require_supported(traced: _Traced) -> None:
@@ -200,9 +192,7 @@ def _batchable(inputs: Sequence[Tensor], output_shapes: Sequence[tuple[int, ...]
     return all(x.shape[0] == batch for x in inputs) and all(s[0] == batch for s in output_shapes)
 
 
-def _neuron_graph(
-    traced: _Traced, inputs: Sequence[Tensor], options: CompilerOptions
-) -> torch.jit.ScriptModule:
+def _neuron_graph(traced: _Traced, inputs: Sequence[Tensor], options: CompilerOptions) -> torch.jit.ScriptModule:
     module = NeuronGraph(
         traced.graph,
         list(inputs),
@@ -239,9 +229,7 @@ def _entry(
     return entry
 
 
-def _write_workdir(
-    workdir: str | os.PathLike[str], name: str, traced: _Traced, options: CompilerOptions
-) -> None:
+def _write_workdir(workdir: str | os.PathLike[str], name: str, traced: _Traced, options: CompilerOptions) -> None:
     directory = Path(workdir)
     directory.mkdir(parents=True, exist_ok=True)
     files = {

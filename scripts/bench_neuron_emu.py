@@ -102,9 +102,7 @@ def warm_load(repeats: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results JSON path")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=5000)

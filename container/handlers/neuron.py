@@ -23,9 +23,7 @@ class NeuronHandler:
 
     def load(self, model_dir: Path, manifest: Manifest, threads: int) -> None:
         if manifest.compile is None:
-            raise HandlerError(
-                "a neuron model's manifest must record how it was compiled (the compile section)"
-            )
+            raise HandlerError("a neuron model's manifest must record how it was compiled (the compile section)")
         torch.set_num_threads(threads)
         libraries = [model_dir / name for name in manifest.compile.custom_op_libraries]
         try:
@@ -35,9 +33,7 @@ class NeuronHandler:
                 dynamic_batch(module)
         except NeuronEmuError as exc:
             raise HandlerError(f"the Neuron model cannot be loaded: {exc}") from None
-        compiled = set(info["buckets"]) or {
-            shape[0][1] for shape in info["input_shapes"] if len(shape[0]) > 1
-        }
+        compiled = set(info["buckets"]) or {shape[0][1] for shape in info["input_shapes"] if len(shape[0]) > 1}
         missing = sorted(set(manifest.sequence_buckets) - compiled)
         if missing:
             raise HandlerError(
@@ -61,9 +57,7 @@ class NeuronHandler:
         if not 1 <= shape[0] <= MAX_BATCH:
             raise HandlerError(f"batch size {shape[0]} is outside 1..{MAX_BATCH}")
         if shape[1] not in self._buckets:
-            raise HandlerError(
-                f"sequence length {shape[1]} is not one of the buckets {sorted(self._buckets)}"
-            )
+            raise HandlerError(f"sequence length {shape[1]} is not one of the buckets {sorted(self._buckets)}")
         args = [torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)) for a in arrays]
         try:
             with torch.inference_mode():

@@ -31,8 +31,7 @@ ASSUMPTIONS = (
     "Custom C++ ops: one operation per input and output element on 1 GPSIMD core (8 with "
     "multicore=True), each 16 fp32 lanes at an assumed 1.4 GHz; gathers (embedding, index_select) move "
     "only the rows they read.",
-    "Layout ops (view, permute, slice...) are free; copies (cat, pad, contiguous) cost their bytes at HBM "
-    "bandwidth.",
+    "Layout ops (view, permute, slice...) are free; copies (cat, pad, contiguous) cost their bytes at HBM bandwidth.",
     "Not modelled: host-device transfer of inputs and outputs, runtime launch overhead, collective ops, "
     "the host CPU (tokenization) and sharding one model over cores: one model replica per NeuronCore.",
 )

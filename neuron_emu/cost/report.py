@@ -21,16 +21,12 @@ def render(plan: CostPlan) -> str:
     lines = [
         f"neuron_emu cost plan for {plan.core} - an ESTIMATE from a roofline model, not a measurement",
         f"compiler args: {plan.compiler_args}",
-        "inputs: "
-        + ", ".join(f"{i['dtype']}{i['shape']}" for i in plan.inputs)
-        + f" (batch {plan.batch_size})",
+        "inputs: " + ", ".join(f"{i['dtype']}{i['shape']}" for i in plan.inputs) + f" (batch {plan.batch_size})",
         "",
     ]
     costly = sorted((c for c in plan.ops if c.engine != "none"), key=lambda c: c.time_us, reverse=True)
     shown = costly[:MAX_OP_ROWS]
-    lines.append(
-        f"{'#':>4}  {'op':<36} {'engine':<7} {'dtype':<9} {'FLOPs':>11} {'HBM':>10} {'time':>10}  bound"
-    )
+    lines.append(f"{'#':>4}  {'op':<36} {'engine':<7} {'dtype':<9} {'FLOPs':>11} {'HBM':>10} {'time':>10}  bound")
     for c in sorted(shown, key=lambda c: c.index):
         lines.append(
             f"{c.index:>4}  {c.op[:36]:<36} {c.engine:<7} {c.dtype:<9} {_si(c.flops, 'F'):>11} "

@@ -145,9 +145,7 @@ GPSIMD_OPS = frozenset(
         "topk",
     }
 )
-GATHERS = frozenset(
-    {"embedding", "embedding_bag", "index_select", "gather", "take", "take_along_dim", "index"}
-)
+GATHERS = frozenset({"embedding", "embedding_bag", "index_select", "gather", "take", "take_along_dim", "index"})
 DMA_OPS = frozenset(
     {
         "cat",
@@ -299,9 +297,7 @@ def classify(op: GraphOp, custom_namespaces: Mapping[str, bool]) -> Classified:
         if namespace in custom_namespaces:
             cores = 8 if custom_namespaces[namespace] else 1
             return Classified("gpsimd", note=f"custom C++ op on {cores} GPSIMD core(s)", gpsimd_cores=cores)
-        return Classified(
-            "none", unsupported=f"'{namespace}' is not a Neuron custom-op library built by neuron_emu"
-        )
+        return Classified("none", unsupported=f"'{namespace}' is not a Neuron custom-op library built by neuron_emu")
     if name in UNSUPPORTED:
         return Classified("none", unsupported=UNSUPPORTED[name])
     for prefix, reason in _UNSUPPORTED_PREFIXES.items():

@@ -82,8 +82,7 @@ def parse_library(shape_sources: Mapping[str, str]) -> LibraryDecl:
     if len(blocks) > 1:
         found = ", ".join(f"{ns} at {src}:{line}" for src, line, ns, _, _ in blocks)
         raise CustomOpBuildError(
-            f"shape_srcs define {len(blocks)} NEURON_LIBRARY blocks ({found}); "
-            "a custom-op library has exactly one"
+            f"shape_srcs define {len(blocks)} NEURON_LIBRARY blocks ({found}); a custom-op library has exactly one"
         )
     source, line, namespace, variable, text = blocks[0]
     where = f"NEURON_LIBRARY({namespace}) at {source}:{line}"
@@ -108,19 +107,14 @@ def parse_library(shape_sources: Mapping[str, str]) -> LibraryDecl:
         raise CustomOpBuildError(f'{where} has no {variable}.def("op_name", &shape_function, "kernel") calls')
     if len(ops) > MAX_FUNCTIONS:
         raise CustomOpBuildError(
-            f"{where} registers {len(ops)} functions; "
-            f"a Neuron custom-op library may register at most {MAX_FUNCTIONS}"
+            f"{where} registers {len(ops)} functions; a Neuron custom-op library may register at most {MAX_FUNCTIONS}"
         )
     seen: set[str] = set()
     for op in ops:
         if not _IDENTIFIER.fullmatch(op.op_name):
-            raise CustomOpBuildError(
-                f'{where}: op name "{op.op_name}" at {op.source}:{op.line} is not a C identifier'
-            )
+            raise CustomOpBuildError(f'{where}: op name "{op.op_name}" at {op.source}:{op.line} is not a C identifier')
         if not re.fullmatch(r"[A-Za-z_][\w:]*", op.kernel):
-            raise CustomOpBuildError(
-                f'{where}: kernel name "{op.kernel}" at {op.source}:{op.line} is not a C++ name'
-            )
+            raise CustomOpBuildError(f'{where}: kernel name "{op.kernel}" at {op.source}:{op.line} is not a C++ name')
         if op.op_name in seen:
             raise CustomOpBuildError(f'{where}: op "{op.op_name}" is registered twice')
         seen.add(op.op_name)

@@ -59,19 +59,15 @@ def locate_kernels(kernels: Sequence[str], symbols: Mapping[str, list[FunctionSy
         if not found:
             sources = ", ".join(symbols) or "(none)"
             raise CustomOpBuildError(
-                f"the kernel function '{kernel}' named in NEURON_LIBRARY is not defined in "
-                f"compute_srcs ({sources})"
+                f"the kernel function '{kernel}' named in NEURON_LIBRARY is not defined in compute_srcs ({sources})"
             )
         if len({s.parameters for _, s in strong}) > 1:
             variants = "; ".join(f"{kernel}{s.parameters} in {src}" for src, s in strong)
             raise CustomOpBuildError(
-                f"the kernel function '{kernel}' is overloaded ({variants}); "
-                "a custom-op kernel needs one definition"
+                f"the kernel function '{kernel}' is overloaded ({variants}); a custom-op kernel needs one definition"
             )
         if len({src for src, _ in strong}) > 1:
             where = ", ".join(sorted({src for src, _ in strong}))
-            raise CustomOpBuildError(
-                f"the kernel function '{kernel}' is defined in several compute sources: {where}"
-            )
+            raise CustomOpBuildError(f"the kernel function '{kernel}' is defined in several compute sources: {where}")
         located[kernel] = found[0][0]
     return located

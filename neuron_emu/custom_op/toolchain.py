@@ -88,9 +88,7 @@ def defined_symbols(toolchain: Toolchain, obj: Path, *, log: list[str]) -> str:
     return run([toolchain.nm, "-C", "--defined-only", str(obj)], verbose=False, log=[])
 
 
-_DIAGNOSTIC = re.compile(
-    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*(?P<msg>.*)$"
-)
+_DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*(?P<msg>.*)$")
 _REQUIRED_FROM = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+:\s+required from here")
 _LINKER = re.compile(r"undefined reference to [`'](?P<sym>[^']+)'")
 

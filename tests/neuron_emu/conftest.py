@@ -46,9 +46,7 @@ def test_ops() -> LoadedLibrary:
 
 @pytest.fixture(scope="session")
 def multicore_ops() -> LoadedLibrary:
-    path = custom_op.load(
-        "nemu_multicore", [CPP / "multicore.cpp"], [CPP / "multicore_shapes.cpp"], multicore=True
-    )
+    path = custom_op.load("nemu_multicore", [CPP / "multicore.cpp"], [CPP / "multicore_shapes.cpp"], multicore=True)
     return custom_op.load_library(path)
 
 

@@ -34,9 +34,7 @@ def test_string_and_list_forms_later_flags_win(args: str | list[str]) -> None:
 
 
 def test_matmul_alias_and_no_effect_flags() -> None:
-    options = parse_compiler_args(
-        "--auto-cast matmul --model-type transformer --enable-fast-loading-neuron-binaries"
-    )
+    options = parse_compiler_args("--auto-cast matmul --model-type transformer --enable-fast-loading-neuron-binaries")
     assert options.auto_cast == "matmult"
     assert options.model_type == "transformer"
     assert options.no_effect == ("--enable-fast-loading-neuron-binaries",)

@@ -121,18 +121,14 @@ def test_bert_base_bf16_matmult_logits_within_a_few_thousandths() -> None:
     mask = torch.ones(1, 128, dtype=torch.long)
     with torch.no_grad():
         reference = model(ids, mask)
-    traced = neuron_emu.trace(
-        model, (ids, mask)
-    )  # compiler defaults: --auto-cast matmult --auto-cast-type bf16
+    traced = neuron_emu.trace(model, (ids, mask))  # compiler defaults: --auto-cast matmult --auto-cast-type bf16
     error = (traced(ids, mask) - reference).abs().max().item()
     assert 1e-5 < error < 5e-3
 
 
 def test_shapes_and_dtypes_are_fixed(mlp: MLP) -> None:
     traced = neuron_emu.trace(mlp, torch.randn(4, 12))
-    with pytest.raises(
-        torch.jit.Error, match=r"input 0 has shape \[5, 12\] but the model was traced for \[4, 12\]"
-    ):
+    with pytest.raises(torch.jit.Error, match=r"input 0 has shape \[5, 12\] but the model was traced for \[4, 12\]"):
         traced(torch.randn(5, 12))
     with pytest.raises(
         torch.jit.Error,
@@ -142,9 +138,7 @@ def test_shapes_and_dtypes_are_fixed(mlp: MLP) -> None:
 
 
 def test_dynamic_batch_splits_and_pads_any_batch(mlp: MLP) -> None:
-    traced = neuron_emu.dynamic_batch(
-        neuron_emu.trace(mlp, torch.randn(2, 12), compiler_args="--auto-cast none")
-    )
+    traced = neuron_emu.dynamic_batch(neuron_emu.trace(mlp, torch.randn(2, 12), compiler_args="--auto-cast none"))
     for batch in (1, 2, 3, 7):
         x = torch.randn(batch, 12)
         with torch.no_grad():
@@ -207,9 +201,7 @@ def test_runtime_load_explains_missing_custom_op_libraries(test_ops: LoadedLibra
         """
     )
     assert "calls custom ops of nemu_test; load the lib<name>.so that defines them first" in out
-    assert neuron_emu.describe(neuron_emu.load(path, [test_ops.path]))["custom_op_namespaces"] == [
-        "nemu_test"
-    ]
+    assert neuron_emu.describe(neuron_emu.load(path, [test_ops.path]))["custom_op_namespaces"] == ["nemu_test"]
 
 
 def test_one_custom_op_library_per_model(test_ops: LoadedLibrary, multicore_ops: LoadedLibrary) -> None:
@@ -273,9 +265,7 @@ def test_trace_errors_are_one_line(mlp: MLP) -> None:
         neuron_emu.trace(mlp, torch.randn(2, 12))
     with pytest.raises(TraceError, match="returned dict"):
         neuron_emu.trace(lambda x: {"y": x}, torch.randn(2))
-    with pytest.raises(
-        TraceError, match="tracing the model failed: RuntimeError: mat1 and mat2 shapes cannot"
-    ):
+    with pytest.raises(TraceError, match="tracing the model failed: RuntimeError: mat1 and mat2 shapes cannot"):
         neuron_emu.trace(mlp.eval(), torch.randn(2, 5))
     with pytest.raises(TraceError, match="example_inputs must be a Tensor"):
         neuron_emu.trace(mlp, [1, 2])

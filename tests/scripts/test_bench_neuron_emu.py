@@ -11,9 +11,7 @@ from scripts import bench_neuron_emu
 @pytest.mark.slow
 def test_benchmark_writes_results_within_budget(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    code = bench_neuron_emu.main(
-        ["--out", str(out), "--rounds", "5", "--calls", "2000", "--load-repeats", "1"]
-    )
+    code = bench_neuron_emu.main(["--out", str(out), "--rounds", "5", "--calls", "2000", "--load-repeats", "1"])
     results = json.loads(out.read_text())
     overhead, load = results["call_overhead"], results["warm_load"]
     assert overhead["custom_op_us_median"] > 0 and overhead["native_op_us_median"] > 0

@@ -29,9 +29,7 @@ def predict(model_dir: Path, features: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=Path("build/customop_mlp"))
     args = parser.parse_args(argv)
     split = np.load(args.model_dir / TEST_SPLIT_FILE)

@@ -49,9 +49,7 @@ def split(features: np.ndarray, labels: np.ndarray, seed: int) -> tuple[np.ndarr
     return features[train], labels[train], features[test], labels[test]
 
 
-def train_losses(
-    model: MLP, x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int, seed: int
-) -> list[float]:
+def train_losses(model: MLP, x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int, seed: int) -> list[float]:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     generator = torch.Generator().manual_seed(seed)
     losses: list[float] = []
@@ -103,9 +101,7 @@ def run(out_dir: Path, epochs: int = 5, batch: int = 64, seed: int = 0) -> Train
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", type=Path, default=Path("build/customop_mlp"))
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")

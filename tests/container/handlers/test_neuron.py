@@ -87,9 +87,7 @@ def test_load_needs_the_buckets_and_libraries_it_was_compiled_with(model_dir: Pa
     with pytest.raises(HandlerError, match=r"buckets \[48\] the Neuron model was not compiled for"):
         handler.load(model_dir, wider, threads=1)
     assert manifest.compile is not None
-    no_libs = manifest.model_copy(
-        update={"compile": manifest.compile.model_copy(update={"custom_op_libraries": []})}
-    )
+    no_libs = manifest.model_copy(update={"compile": manifest.compile.model_copy(update={"custom_op_libraries": []})})
     out = run_python(
         f"""
         from pathlib import Path

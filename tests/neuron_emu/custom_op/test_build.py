@@ -97,9 +97,7 @@ def test_inputs_are_not_modified_and_noncontiguous_inputs_work(test_ops: LoadedL
     assert torch.equal(x, before)
 
 
-def test_second_load_in_a_new_process_uses_the_cache_without_compiling(
-    test_ops: LoadedLibrary, tmp_path: Path
-) -> None:
+def test_second_load_in_a_new_process_uses_the_cache_without_compiling(test_ops: LoadedLibrary, tmp_path: Path) -> None:
     log = tmp_path / "compiler.log"
     wrapper = tmp_path / "g++"
     real = shutil.which("g++")
@@ -124,12 +122,8 @@ def test_second_load_in_a_new_process_uses_the_cache_without_compiling(
     assert log.read_text().split() == ["--version"]  # identified the compiler, compiled nothing
 
 
-def test_build_directory_holds_the_library_for_load_library_elsewhere(
-    test_ops: LoadedLibrary, tmp_path: Path
-) -> None:
-    published = custom_op.load(
-        "nemu_test", [CPP / "kernels.cpp"], [CPP / "shapes.cpp"], build_directory=tmp_path
-    )
+def test_build_directory_holds_the_library_for_load_library_elsewhere(test_ops: LoadedLibrary, tmp_path: Path) -> None:
+    published = custom_op.load("nemu_test", [CPP / "kernels.cpp"], [CPP / "shapes.cpp"], build_directory=tmp_path)
     assert published == tmp_path / "libnemu_test.so"
     out = run_python(
         f"""
@@ -146,19 +140,12 @@ def test_cache_key_follows_sources_and_neighbour_headers(tmp_path: Path) -> None
     shutil.copy(CPP / "kernels.cpp", tmp_path / "kernels.cpp")
     shutil.copy(CPP / "shapes.cpp", tmp_path / "shapes.cpp")
     first = plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key
-    assert (
-        plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key == first
-    )
+    assert plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key == first
     (tmp_path / "helpers.h").write_text("// a header next to the sources\n")
     with_header = plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, None).key
     assert with_header != first
-    assert (
-        plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], True, None).key
-        != with_header
-    )
-    flagged = plan_build(
-        "keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, ["-DSTACK_SIZE=20000"]
-    )
+    assert plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], True, None).key != with_header
+    flagged = plan_build("keyed", [tmp_path / "kernels.cpp"], [tmp_path / "shapes.cpp"], False, ["-DSTACK_SIZE=20000"])
     assert flagged.key != with_header
 
 

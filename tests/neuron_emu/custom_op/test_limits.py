@@ -39,9 +39,7 @@ torch::Tensor identity(const torch::Tensor& t) {
   return out;
 }
 """
-IDENTITY_SHAPE = (
-    "torch::Tensor identity_shape(torch::Tensor t) { return torch::zeros(t.sizes(), torch::kFloat); }\n"
-)
+IDENTITY_SHAPE = "torch::Tensor identity_shape(torch::Tensor t) { return torch::zeros(t.sizes(), torch::kFloat); }\n"
 
 
 def test_at_most_ten_functions_per_library(tmp_path: Path) -> None:
@@ -54,9 +52,7 @@ def test_at_most_ten_functions_per_library(tmp_path: Path) -> None:
 
 
 def test_library_name_builtin_is_refused(tmp_path: Path) -> None:
-    shapes = (
-        IDENTITY_SHAPE + 'NEURON_LIBRARY(builtin, m) { m.def("identity", &identity_shape, "identity"); }\n'
-    )
+    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(builtin, m) { m.def("identity", &identity_shape, "identity"); }\n'
     assert "'builtin' is reserved" in build_error(tmp_path, "builtin_lib", IDENTITY_KERNEL, shapes)
 
 
@@ -110,9 +106,7 @@ def test_one_tensor_is_returned(tmp_path: Path) -> None:
 
 
 def test_unsupported_dtypes_fail_the_build(tmp_path: Path) -> None:
-    kernels = (
-        "torch::Tensor widen(const torch::Tensor& t) { return torch::zeros(t.sizes(), torch::kDouble); }\n"
-    )
+    kernels = "torch::Tensor widen(const torch::Tensor& t) { return torch::zeros(t.sizes(), torch::kDouble); }\n"
     shapes = """
     torch::Tensor widen_shape(torch::Tensor t) { return torch::zeros(t.sizes(), torch::kFloat); }
     NEURON_LIBRARY(wide_ops, m) { m.def("widen", &widen_shape, "widen"); }
@@ -160,8 +154,7 @@ def test_incoherent_stream_and_accessor_use_is_an_error(test_ops: LoadedLibrary)
 
 def test_kernel_named_in_neuron_library_must_exist(tmp_path: Path) -> None:
     shapes = (
-        IDENTITY_SHAPE
-        + 'NEURON_LIBRARY(missing_ops, m) { m.def("identity", &identity_shape, "identity_kernel"); }\n'
+        IDENTITY_SHAPE + 'NEURON_LIBRARY(missing_ops, m) { m.def("identity", &identity_shape, "identity_kernel"); }\n'
     )
     message = build_error(tmp_path, "missing_ops", IDENTITY_KERNEL, shapes)
     assert "'identity_kernel' named in NEURON_LIBRARY is not defined in compute_srcs" in message
@@ -183,34 +176,24 @@ def test_kernel_and_shape_function_must_take_the_same_arguments(tmp_path: Path) 
     kernels = """
     torch::Tensor scaled(const torch::Tensor& t, double s) { return torch::empty(t.sizes(), torch::kFloat); }
     """
-    shapes = (
-        IDENTITY_SHAPE + 'NEURON_LIBRARY(mismatch_ops, m) { m.def("scaled", &identity_shape, "scaled"); }\n'
-    )
+    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(mismatch_ops, m) { m.def("scaled", &identity_shape, "scaled"); }\n'
     compute, shape = write_sources(tmp_path, kernels, shapes)
-    with pytest.raises(
-        CustomOpLoadError, match=r"kernel scaled\(Tensor, double\) and its shape function\(Tensor\)"
-    ):
+    with pytest.raises(CustomOpLoadError, match=r"kernel scaled\(Tensor, double\) and its shape function\(Tensor\)"):
         custom_op.load("mismatch_ops", [compute], [shape])
 
 
 def test_kernel_returning_the_wrong_size_is_caught_at_call(tmp_path: Path) -> None:
     kernels = "torch::Tensor shrink(const torch::Tensor& t) { return torch::zeros({1}, torch::kFloat); }\n"
-    shapes = (
-        IDENTITY_SHAPE + 'NEURON_LIBRARY(shrink_ops, m) { m.def("shrink", &identity_shape, "shrink"); }\n'
-    )
+    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(shrink_ops, m) { m.def("shrink", &identity_shape, "shrink"); }\n'
     compute, shape = write_sources(tmp_path, kernels, shapes)
     custom_op.load("shrink_ops", [compute], [shape])
-    with pytest.raises(
-        RuntimeError, match=r"returned 1 elements \[1\] but the shape function declares 6 \[2, 3\]"
-    ):
+    with pytest.raises(RuntimeError, match=r"returned 1 elements \[1\] but the shape function declares 6 \[2, 3\]"):
         torch.ops.shrink_ops.shrink(torch.zeros(2, 3))
 
 
 def test_compile_errors_name_the_file_and_line(tmp_path: Path) -> None:
     kernels = "torch::Tensor broken(const torch::Tensor& t) { return undefined_thing(t); }\n"
-    shapes = (
-        IDENTITY_SHAPE + 'NEURON_LIBRARY(broken_ops, m) { m.def("broken", &identity_shape, "broken"); }\n'
-    )
+    shapes = IDENTITY_SHAPE + 'NEURON_LIBRARY(broken_ops, m) { m.def("broken", &identity_shape, "broken"); }\n'
     message = build_error(tmp_path, "broken_ops", kernels, shapes)
     assert "kernels.cpp:2: 'undefined_thing' was not declared" in message
     assert "full log:" in message

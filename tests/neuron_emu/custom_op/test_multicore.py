@@ -26,7 +26,5 @@ def test_tutorial_multicore_relu_partitions_the_tensor(multicore_ops: LoadedLibr
 
 
 def test_standard_accessors_are_refused_on_multiple_cores(multicore_ops: LoadedLibrary) -> None:
-    with pytest.raises(
-        RuntimeError, match=r"GPSIMD core \d: accessor\(\): in multicore mode tensors may only"
-    ):
+    with pytest.raises(RuntimeError, match=r"GPSIMD core \d: accessor\(\): in multicore mode tensors may only"):
         ops.plain_accessor(torch.zeros(4))

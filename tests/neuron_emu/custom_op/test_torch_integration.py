@@ -79,6 +79,4 @@ def test_autograd_through_the_custom_ops_matches_torch_relu(test_ops: LoadedLibr
 def test_opcheck_schema_and_fake_tensor(test_ops: LoadedLibrary) -> None:
     x = torch.randn(4, 3)
     torch.library.opcheck(ops.relu_forward.default, (x,), test_utils=("test_schema", "test_faketensor"))
-    torch.library.opcheck(
-        ops.scale_add.default, (x, x, 0.5, 1, 2.0), test_utils=("test_schema", "test_faketensor")
-    )
+    torch.library.opcheck(ops.scale_add.default, (x, x, 0.5, 1, 2.0), test_utils=("test_schema", "test_faketensor"))
