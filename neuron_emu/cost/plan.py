@@ -1,0 +1,252 @@
+"""Per-op cost plans: a roofline time for every op of a traced graph, and totals per Neuron instance type.
+
+It is an estimate, not a measurement; the model and its assumptions are listed in ASSUMPTIONS and in
+neuron_emu/README.md ("Cost model").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from neuron_emu.compiler_args import CompilerOptions
+from neuron_emu.cost.core_spec import GIB, CoreSpec
+from neuron_emu.cost.graph import GraphOp, TensorMeta
+from neuron_emu.cost.rules import classify, tensor_engine_dtype, traffic, work
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
+ASSUMPTIONS = (
+    "Estimate only: a roofline model from published NeuronCore-v2 peak figures, not a measurement.",
+    "Each op runs alone: time = max(FLOPs / engine peak, HBM bytes / HBM bandwidth); latency is the "
+    "serial sum (engines overlapping perfectly would give the 'overlapped' lower bound).",
+    "Tensor engine at the auto-cast type's peak (fp32 operands without auto-cast run at the fp32 peak); "
+    "vector and scalar engines at their peaks whatever the dtype.",
+    "Weights stream from HBM on every inference (auto-cast stores fp32 weights in the auto-cast type); "
+    "activations stay in the 24 MiB SBUF unless one op's activations exceed it.",
+    "HBM bandwidth per core is the chip's bandwidth shared by its cores (infra/data/instances.json).",
+    "FLOPs: 2*M*N*K per matmul; 1 per element for element-wise and activation ops; softmax 5, layer norm "
+    "8 per element; reductions count input elements.",
+    "Custom C++ ops: one operation per input and output element on 1 GPSIMD core (8 with "
+    "multicore=True), each 16 fp32 lanes at an assumed 1.4 GHz; gathers (embedding, index_select) move "
+    "only the rows they read.",
+    "Layout ops (view, permute, slice...) are free; copies (cat, pad, contiguous) cost their bytes at HBM bandwidth.",
+    "Not modelled: host-device transfer of inputs and outputs, runtime launch overhead, collective ops, "
+    "the host CPU (tokenization) and sharding one model over cores: one model replica per NeuronCore.",
+)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    index: int
+    op: str
+    engine: str
+    dtype: str
+    flops: float
+    weight_bytes: float
+    activation_bytes: float
+    hbm_bytes: float
+    time_us: float
+    bound: str
+    note: str
+    source: str
+
+
+@dataclass(frozen=True)
+class InstanceCost:
+    instance_type: str
+    neuron_cores: int
+    chips: int
+    latency_ms: float
+    inferences_per_s: float
+    fits_in_memory: bool
+    usd_per_hour: float | None
+    usd_per_million: float | None
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    core: str
+    compiler_args: str
+    auto_cast: str
+    auto_cast_type: str
+    batch_size: int
+    inputs: list[dict[str, Any]]
+    ops: list[OpCost]
+    totals: dict[str, Any]
+    instances: list[InstanceCost]
+    unsupported: list[dict[str, str]]
+    assumptions: list[str] = field(default_factory=lambda: list(ASSUMPTIONS))
+    estimate: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> CostPlan:
+        return cls(
+            core=raw["core"],
+            compiler_args=raw["compiler_args"],
+            auto_cast=raw["auto_cast"],
+            auto_cast_type=raw["auto_cast_type"],
+            batch_size=int(raw["batch_size"]),
+            inputs=list(raw["inputs"]),
+            ops=[OpCost(**op) for op in raw["ops"]],
+            totals=dict(raw["totals"]),
+            instances=[InstanceCost(**i) for i in raw["instances"]],
+            unsupported=list(raw["unsupported"]),
+            assumptions=list(raw.get("assumptions", ASSUMPTIONS)),
+            estimate=bool(raw.get("estimate", True)),
+        )
+
+    def to_text(self) -> str:
+        from neuron_emu.cost.report import render
+
+        return render(self)
+
+
+def op_costs(
+    ops: Sequence[GraphOp], options: CompilerOptions, core: CoreSpec, custom_namespaces: Mapping[str, bool]
+) -> tuple[list[OpCost], list[dict[str, str]]]:
+    costs: list[OpCost] = []
+    unsupported: list[dict[str, str]] = []
+    bandwidth = core.hbm_bytes_per_s_per_core
+    for op in ops:
+        decision = classify(op, custom_namespaces)
+        if decision.unsupported:
+            unsupported.append(
+                {"kind": op.kind, "reason": decision.unsupported, "call": op.source, "opGraph": op.graph_text}
+            )
+            continue
+        weights, activations = traffic(op, decision.engine, options)
+        spills = activations > core.sbuf_bytes
+        for position, part in enumerate(work(op, decision.engine)):
+            engine = part.engine
+            dtype = tensor_engine_dtype(op, options) if engine == "tensor" else _dtype_label(op, options)
+            if engine == "tensor":
+                compute_s = part.flops / core.tensor_peak(dtype)
+            elif engine == "vector":
+                compute_s = part.flops / (core.vector_tflops * 1e12)
+            elif engine == "scalar":
+                compute_s = part.flops / (core.scalar_tflops * 1e12)
+            elif engine == "gpsimd":
+                compute_s = part.flops / (core.gpsimd_core_ops_per_s * decision.gpsimd_cores)
+            else:
+                compute_s = 0.0
+            # Traffic is charged once per op; layout-only ops move nothing.
+            w, a = (weights, activations) if position == 0 and engine != "none" else (0.0, 0.0)
+            hbm = a if engine == "dma" else w + (a if spills else 0.0)
+            memory_s = hbm / bandwidth
+            time_s = max(compute_s, memory_s)
+            bound = "-" if engine == "none" else ("compute" if compute_s >= memory_s else "memory")
+            note = "; ".join(n for n in (decision.note, part.label) if n)
+            costs.append(
+                OpCost(
+                    index=len(costs),
+                    op=op.kind,
+                    engine=engine,
+                    dtype=dtype,
+                    flops=part.flops,
+                    weight_bytes=w,
+                    activation_bytes=a,
+                    hbm_bytes=hbm,
+                    time_us=time_s * 1e6,
+                    bound=bound,
+                    note=note,
+                    source=op.source,
+                )
+            )
+    return costs, unsupported
+
+
+def _dtype_label(op: GraphOp, options: CompilerOptions) -> str:
+    outs = [o for o in op.outputs if o]
+    dtype = outs[0].dtype if outs else "float32"
+    if dtype == "float32" and options.casts_all:
+        return options.auto_cast_type
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(dtype, dtype)
+
+
+def totals(costs: Sequence[OpCost], core: CoreSpec) -> dict[str, Any]:
+    by_engine: dict[str, dict[str, float]] = {}
+    for cost in costs:
+        if cost.engine == "none":
+            continue
+        entry = by_engine.setdefault(cost.engine, {"ops": 0, "flops": 0.0, "time_us": 0.0})
+        entry["ops"] += 1
+        entry["flops"] += cost.flops
+        entry["time_us"] += cost.time_us
+    latency_us = sum(c.time_us for c in costs)
+    hbm_bytes = sum(c.hbm_bytes for c in costs)
+    memory_us = hbm_bytes / core.hbm_bytes_per_s_per_core * 1e6
+    busiest = max((e["time_us"] for e in by_engine.values()), default=0.0)
+    return {
+        "flops": sum(c.flops for c in costs),
+        "hbm_bytes": hbm_bytes,
+        "weight_bytes": sum(c.weight_bytes for c in costs),
+        "latency_us": latency_us,
+        "overlapped_us": max(busiest, memory_us),
+        "by_engine": by_engine,
+    }
+
+
+def instance_costs(
+    latency_us: float, batch_size: int, weight_bytes: float, prices: Mapping[str, float]
+) -> list[InstanceCost]:
+    from infra.catalog import instances
+
+    out: list[InstanceCost] = []
+    for spec in instances().values():
+        if not spec.is_neuron:
+            continue
+        cores = spec.neuron_cores
+        per_core_memory = spec.accelerator_memory_gib * GIB / max(1, cores)
+        per_second = cores * batch_size / (latency_us * 1e-6) if latency_us > 0 else 0.0
+        price = prices.get(spec.name)
+        per_million = price / (per_second * 3600.0) * 1e6 if price is not None and per_second > 0 else None
+        out.append(
+            InstanceCost(
+                instance_type=spec.name,
+                neuron_cores=cores,
+                chips=spec.chips,
+                latency_ms=latency_us / 1000.0,
+                inferences_per_s=per_second,
+                fits_in_memory=weight_bytes <= per_core_memory,
+                usd_per_hour=price,
+                usd_per_million=per_million,
+            )
+        )
+    return out
+
+
+def _input_summary(inputs: Sequence[TensorMeta | None]) -> list[dict[str, Any]]:
+    return [{"shape": list(m.shape), "dtype": m.dtype} for m in inputs if m is not None]
+
+
+def build_plan(
+    ops: Sequence[GraphOp],
+    inputs: Sequence[TensorMeta | None],
+    options: CompilerOptions,
+    core: CoreSpec,
+    custom_namespaces: Mapping[str, bool],
+    prices: Mapping[str, float],
+) -> CostPlan:
+    costs, unsupported = op_costs(ops, options, core, custom_namespaces)
+    summary = totals(costs, core)
+    batch = inputs[0].shape[0] if inputs and inputs[0] is not None and inputs[0].shape else 1
+    return CostPlan(
+        core=core.name,
+        compiler_args=options.text(),
+        auto_cast=options.auto_cast,
+        auto_cast_type=options.auto_cast_type,
+        batch_size=int(batch),
+        inputs=_input_summary(inputs),
+        ops=costs,
+        totals=summary,
+        instances=instance_costs(summary["latency_us"], int(batch), summary["weight_bytes"], prices),
+        unsupported=unsupported,
+    )

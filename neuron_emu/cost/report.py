@@ -1,0 +1,65 @@
+"""A cost plan as text: the costliest ops, per-engine totals and the per-instance table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from neuron_emu.cost.plan import CostPlan
+
+MAX_OP_ROWS = 40
+
+
+def _si(value: float, unit: str) -> str:
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
+
+
+def render(plan: CostPlan) -> str:
+    lines = [
+        f"neuron_emu cost plan for {plan.core} - an ESTIMATE from a roofline model, not a measurement",
+        f"compiler args: {plan.compiler_args}",
+        "inputs: " + ", ".join(f"{i['dtype']}{i['shape']}" for i in plan.inputs) + f" (batch {plan.batch_size})",
+        "",
+    ]
+    costly = sorted((c for c in plan.ops if c.engine != "none"), key=lambda c: c.time_us, reverse=True)
+    shown = costly[:MAX_OP_ROWS]
+    lines.append(f"{'#':>4}  {'op':<36} {'engine':<7} {'dtype':<9} {'FLOPs':>11} {'HBM':>10} {'time':>10}  bound")
+    for c in sorted(shown, key=lambda c: c.index):
+        lines.append(
+            f"{c.index:>4}  {c.op[:36]:<36} {c.engine:<7} {c.dtype:<9} {_si(c.flops, 'F'):>11} "
+            f"{_si(c.hbm_bytes, 'B'):>10} {c.time_us:>8.2f}us  {c.bound}"
+        )
+    hidden = len(costly) - len(shown)
+    free = sum(1 for c in plan.ops if c.engine == "none")
+    if hidden > 0:
+        lines.append(f"      ... {hidden} cheaper ops not shown")
+    lines.append(f"      ({free} layout-only or auto-cast ops cost nothing)")
+    totals = plan.totals
+    lines += ["", "per engine:"]
+    for engine, entry in sorted(totals["by_engine"].items()):
+        flops = _si(entry["flops"], "FLOP")
+        lines.append(f"  {engine:<7} {int(entry['ops']):>5} ops  {flops:>12}  {entry['time_us']:>10.2f} us")
+    lines += [
+        "",
+        f"per inference: {_si(totals['flops'], 'FLOP')}, {_si(totals['hbm_bytes'], 'B')} of HBM traffic "
+        f"({_si(totals['weight_bytes'], 'B')} weights); latency {totals['latency_us']:.1f} us serial, "
+        f"{totals['overlapped_us']:.1f} us if engines overlapped perfectly",
+        "",
+        f"{'instance':<18} {'cores':>5} {'latency':>10} {'inferences/s':>13} {'fits':>5} {'USD/h':>7} "
+        f"{'USD/1M inf':>11}",
+    ]
+    for i in plan.instances:
+        price = f"{i.usd_per_hour:.2f}" if i.usd_per_hour is not None else "n/a"
+        per_million = f"{i.usd_per_million:.4f}" if i.usd_per_million is not None else "n/a"
+        lines.append(
+            f"{i.instance_type:<18} {i.neuron_cores:>5} {i.latency_ms:>8.3f}ms {i.inferences_per_s:>13.0f} "
+            f"{'yes' if i.fits_in_memory else 'NO':>5} {price:>7} {per_million:>11}"
+        )
+    if plan.unsupported:
+        lines += ["", "unsupported ops:"]
+        lines += [f"  {u['kind']}: {u['reason']} ({u['call']})" for u in plan.unsupported]
+    lines += ["", "assumptions:"] + [f"  - {a}" for a in plan.assumptions]
+    return "\n".join(lines) + "\n"

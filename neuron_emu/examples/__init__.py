@@ -1,0 +1,1 @@
+"""Runnable neuron_emu examples."""

@@ -1,0 +1,1 @@
+"""ReLU as Neuron custom C++ ops, training an MLP on scikit-learn's digits and serving the traced model."""
