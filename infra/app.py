@@ -50,9 +50,7 @@ def synthesizer(settings: AppSettings) -> cdk.IStackSynthesizer:
     return cdk.BootstraplessSynthesizer() if settings.local else cdk.DefaultStackSynthesizer()
 
 
-def add_stacks(
-    app: cdk.App, settings: AppSettings, targets: Sequence[Target] | None = None
-) -> list[cdk.Stack]:
+def add_stacks(app: cdk.App, settings: AppSettings, targets: Sequence[Target] | None = None) -> list[cdk.Stack]:
     """The artifacts stack and one endpoint stack per target, with cdk-nag's AwsSolutions checks on the app.
 
     `targets` default to the settings' targets file.
@@ -81,14 +79,10 @@ def new_app(settings: AppSettings, outdir: Path | None = None) -> cdk.App:
 
     The tests and the CLI synth test turn it on, so every template of the app is validated in CI.
     """
-    return cdk.App(
-        outdir=str(outdir) if outdir else None, builtin_cloud_formation_validation=settings.cfn_validate
-    )
+    return cdk.App(outdir=str(outdir) if outdir else None, builtin_cloud_formation_validation=settings.cfn_validate)
 
 
-def build(
-    settings: AppSettings, targets: Sequence[Target] | None = None, *, outdir: Path | None = None
-) -> cdk.App:
+def build(settings: AppSettings, targets: Sequence[Target] | None = None, *, outdir: Path | None = None) -> cdk.App:
     """A ready-to-synth app (in-process: tests, `infra.local`, `sagebox infra synth`)."""
     app = new_app(settings, outdir)
     add_stacks(app, settings, targets)

@@ -160,9 +160,7 @@ def _wait(
         if status in success or (status is None and gone_is_success):
             return
         if status is None:
-            raise DeployError(
-                f"stack {stack_name} disappeared while waiting for {', '.join(sorted(success))}"
-            )
+            raise DeployError(f"stack {stack_name} disappeared while waiting for {', '.join(sorted(success))}")
         if not status.endswith("_IN_PROGRESS"):
             reason = _failure_reason(cloudformation, stack_name)
             raise DeployError(f"stack {stack_name} ended {status}: {reason}")

@@ -112,9 +112,7 @@ def parse_ecr_uri(uri: str) -> EcrRepository | None:
         return None
     region = match["region"]
     partition = "aws-cn" if match["cn"] else "aws-us-gov" if region.startswith("us-gov-") else "aws"
-    return EcrRepository(
-        partition=partition, region=region, account=match["account"], name=match["repository"]
-    )
+    return EcrRepository(partition=partition, region=region, account=match["account"], name=match["repository"])
 
 
 def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage | RegistryImage:
@@ -196,9 +194,7 @@ def container_environment(target: str, spec: InstanceSpec, overrides: Mapping[st
     }
     for key in overrides:
         if key in PLATFORM_ENV:
-            raise TargetError(
-                f"target {target!r}: environment {key} is set by SageMaker and cannot be overridden"
-            )
+            raise TargetError(f"target {target!r}: environment {key} is set by SageMaker and cannot be overridden")
         if key not in known:
             raise TargetError(
                 f"target {target!r}: environment {key} is not read by the serving container "
@@ -226,9 +222,7 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
         raise TargetError(f"target {target.name!r}: {exc}") from None
     endpoint_name = f"{settings.prefix}-{target.name}"
     if len(endpoint_name) > MAX_ENDPOINT_NAME:
-        raise TargetError(
-            f"target {target.name!r}: endpoint name {endpoint_name!r} exceeds {MAX_ENDPOINT_NAME} chars"
-        )
+        raise TargetError(f"target {target.name!r}: endpoint name {endpoint_name!r} exceeds {MAX_ENDPOINT_NAME} chars")
     model_data = settings.model_data.get(target.name, target.model_data)
     model, artifact = resolve_model(target.name, model_data, settings)
     variant = resolve_variant(target, artifact)
@@ -256,9 +250,7 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
         startup_timeout_s=startup,
         # A canary is at most half the fleet: one instance shifts all at once (alarms still watched).
         canary_instances=1 if floor >= 2 else None,
-        max_deployment_s=min(
-            14_400, max(600, 2 * deployment.bake_s + deployment.termination_wait_s + startup + 600)
-        ),
+        max_deployment_s=min(14_400, max(600, 2 * deployment.bake_s + deployment.termination_wait_s + startup + 600)),
     )
 
 

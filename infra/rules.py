@@ -36,6 +36,4 @@ def check_size(target: str, size_bytes: int, spec: InstanceSpec) -> None:
     else:
         limit, what = spec.memory_gib, f"memory of {spec.name}"
     if size_gib > limit:
-        raise TargetError(
-            f"target {target!r}: the model ({size_gib:.1f} GiB) is larger than the {limit} GiB {what}"
-        )
+        raise TargetError(f"target {target!r}: the model ({size_gib:.1f} GiB) is larger than the {limit} GiB {what}")

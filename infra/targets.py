@@ -41,9 +41,7 @@ class AutoscalingSpec(_Spec):
     @model_validator(mode="after")
     def _ordered(self) -> AutoscalingSpec:
         if self.min_instances > self.max_instances:
-            raise ValueError(
-                f"min_instances ({self.min_instances}) exceeds max_instances ({self.max_instances})"
-            )
+            raise ValueError(f"min_instances ({self.min_instances}) exceeds max_instances ({self.max_instances})")
         return self
 
 
@@ -129,9 +127,7 @@ def parse_targets(data: Any, where: str = "targets") -> list[Target]:
         raise TargetError(f"{where}: expected an object with a 'targets' list")
     unknown = sorted(set(data) - {"defaults", "targets"} - {k for k in data if str(k).startswith("_")})
     if unknown:
-        raise TargetError(
-            f"{where}: unknown top-level key(s) {', '.join(unknown)} (allowed: defaults, targets)"
-        )
+        raise TargetError(f"{where}: unknown top-level key(s) {', '.join(unknown)} (allowed: defaults, targets)")
     defaults = data.get("defaults", {})
     raw_targets = data.get("targets")
     if not isinstance(defaults, Mapping):

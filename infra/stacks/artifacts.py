@@ -49,9 +49,7 @@ class ArtifactsStack(cdk.Stack):
             enforce_ssl=True,
             versioned=True,
             lifecycle_rules=[
-                s3.LifecycleRule(
-                    expiration=cdk.Duration.days(365), noncurrent_version_expiration=cdk.Duration.days(30)
-                )
+                s3.LifecycleRule(expiration=cdk.Duration.days(365), noncurrent_version_expiration=cdk.Duration.days(30))
             ],
             # Access logs outlive the stack (generated name: a later deploy creates a new log bucket).
             removal_policy=cdk.RemovalPolicy.RETAIN,
@@ -104,12 +102,6 @@ class ArtifactsStack(cdk.Stack):
             # As for the bucket: deleting the stack fails, and deletes nothing, while images remain.
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
-        cdk.CfnOutput(
-            self, "BucketName", value=self.bucket.bucket_name, description="Model and data-capture bucket"
-        )
-        cdk.CfnOutput(
-            self, "RepositoryUri", value=self.repository.repository_uri, description="Serving images"
-        )
-        cdk.CfnOutput(
-            self, "KeyArn", value=self.key.key_arn, description="Encrypts the bucket, capture, volumes"
-        )
+        cdk.CfnOutput(self, "BucketName", value=self.bucket.bucket_name, description="Model and data-capture bucket")
+        cdk.CfnOutput(self, "RepositoryUri", value=self.repository.repository_uri, description="Serving images")
+        cdk.CfnOutput(self, "KeyArn", value=self.key.key_arn, description="Encrypts the bucket, capture, volumes")

@@ -31,12 +31,8 @@ class Arn:
     @classmethod
     def of(cls, template: str) -> Arn:
         return cls(
-            value=template.format(
-                partition=cdk.Aws.PARTITION, region=cdk.Aws.REGION, account=cdk.Aws.ACCOUNT_ID
-            ),
-            finding=template.format(
-                partition="<AWS::Partition>", region="<AWS::Region>", account="<AWS::AccountId>"
-            ),
+            value=template.format(partition=cdk.Aws.PARTITION, region=cdk.Aws.REGION, account=cdk.Aws.ACCOUNT_ID),
+            finding=template.format(partition="<AWS::Partition>", region="<AWS::Region>", account="<AWS::AccountId>"),
         )
 
 
@@ -131,9 +127,7 @@ class EndpointStack(cdk.Stack):
         if plan.target.autoscaling:
             self._autoscaling()
 
-        cdk.CfnOutput(
-            self, "EndpointName", value=self.endpoint.attr_endpoint_name, description="Invoke this endpoint"
-        )
+        cdk.CfnOutput(self, "EndpointName", value=self.endpoint.attr_endpoint_name, description="Invoke this endpoint")
         cdk.CfnOutput(self, "TargetName", value=plan.name)
         cdk.CfnOutput(self, "InstanceType", value=plan.instance.name)
         cdk.CfnOutput(self, "ModelVariant", value=plan.variant)
@@ -212,22 +206,16 @@ class EndpointStack(cdk.Stack):
                     ],
                     resources=[repository_arn],
                 ),
-                iam.PolicyStatement(
-                    sid="AuthenticateToEcr", actions=["ecr:GetAuthorizationToken"], resources=["*"]
-                ),
+                iam.PolicyStatement(sid="AuthenticateToEcr", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             ]
-            findings["Resource::*"] += (
-                " ecr:GetAuthorizationToken supports no resource-level permissions either."
-            )
+            findings["Resource::*"] += " ecr:GetAuthorizationToken supports no resource-level permissions either."
         # Model data uploaded to the artifacts bucket is encrypted with the artifacts key.
         key_actions = ["kms:Decrypt"]
         if capture_prefix is not None:
             bucket = BUCKET_NAME.replace("{prefix}", artifacts.prefix)
             captured = Arn.of(f"arn:{{partition}}:s3:::{bucket}/{capture_prefix}/*")
             statements.append(
-                iam.PolicyStatement(
-                    sid="WriteDataCapture", actions=["s3:PutObject"], resources=[captured.value]
-                )
+                iam.PolicyStatement(sid="WriteDataCapture", actions=["s3:PutObject"], resources=[captured.value])
             )
             key_actions.append("kms:GenerateDataKey")
             findings[f"Resource::{captured.finding}"] = (
@@ -267,9 +255,7 @@ class EndpointStack(cdk.Stack):
                 maximum_execution_timeout_in_seconds=plan.max_deployment_s,
             ),
             auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
-                alarms=[
-                    sagemaker.CfnEndpoint.AlarmProperty(alarm_name=n) for n in self.monitoring.alarm_names
-                ]
+                alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=n) for n in self.monitoring.alarm_names]
             ),
         )
 

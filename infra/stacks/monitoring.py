@@ -25,9 +25,7 @@ class EndpointMonitoring(Construct):
         # the resources (moto cannot resolve references to the alarms it skips).
         self.alarm_names = [f"{endpoint_name}-model-latency-p90", f"{endpoint_name}-5xx-errors"]
 
-        def metric(
-            name: str, statistic: str, namespace: str = INVOCATION_NAMESPACE, label: str = ""
-        ) -> cw.Metric:
+        def metric(name: str, statistic: str, namespace: str = INVOCATION_NAMESPACE, label: str = "") -> cw.Metric:
             return cw.Metric(
                 namespace=namespace,
                 metric_name=name,
@@ -98,10 +96,7 @@ class EndpointMonitoring(Construct):
             ),
             cw.AlarmStatusWidget(
                 title="Rollback alarms",
-                alarms=[
-                    cw.Alarm.from_alarm_name(self, f"Named{i}", name)
-                    for i, name in enumerate(self.alarm_names)
-                ],
+                alarms=[cw.Alarm.from_alarm_name(self, f"Named{i}", name) for i, name in enumerate(self.alarm_names)],
                 width=12,
             ),
         )

@@ -15,15 +15,11 @@ if TYPE_CHECKING:  # the command imports infra lazily: `sagebox --help` stays fa
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("infra", help="check deployment targets, or synthesize the CDK stacks in-process")
     actions = p.add_subparsers(dest="infra_command", required=True, metavar="ACTION")
-    check = actions.add_parser(
-        "check", help="validate every target and print what each endpoint will run and cost"
-    )
+    check = actions.add_parser("check", help="validate every target and print what each endpoint will run and cost")
     _settings_arguments(check)
     check.add_argument("--prices", type=Path, help="price table (default: infra/data/prices.json)")
     check.set_defaults(func=run_check)
-    synth = actions.add_parser(
-        "synth", help="synthesize every stack (cdk-nag included) and report the time taken"
-    )
+    synth = actions.add_parser("synth", help="synthesize every stack (cdk-nag included) and report the time taken")
     _settings_arguments(synth)
     synth.add_argument("--outdir", type=Path, default=Path("cdk.out"), help="cloud assembly directory")
     synth.add_argument(
@@ -86,9 +82,7 @@ def describe(plan: EndpointPlan, prices: dict[str, float]) -> list[str]:
     scaling, capture = target.autoscaling, target.data_capture
     rollout = f"canary of {plan.canary_instances} instance" if plan.canary_instances else "all at once"
     storage = "KMS-encrypted volume" if plan.volume_kms else "instance-store NVMe (hardware-encrypted)"
-    scaled = (
-        f", autoscaling {scaling.min_instances}-{scaling.max_instances}" if scaling else ", no autoscaling"
-    )
+    scaled = f", autoscaling {scaling.min_instances}-{scaling.max_instances}" if scaling else ", no autoscaling"
     return [
         f"{plan.name}: {plan.endpoint_name} on {plan.instance.name}, {plan.variant}, {_hourly(plan, prices)}",
         f"  model    {where} ({size})",
@@ -122,7 +116,5 @@ def run_synth(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     for stack in assembly.stacks:
         print(f"{stack.stack_name}: {len(stack.template.get('Resources', {}))} resources")
-    print(
-        f"synthesized {len(assembly.stacks)} stacks into {args.outdir} in {seconds:.1f} s (imports included)"
-    )
+    print(f"synthesized {len(assembly.stacks)} stacks into {args.outdir} in {seconds:.1f} s (imports included)")
     return 0

@@ -29,9 +29,7 @@ def manifest_for(variant: str, files: dict[str, bytes]) -> Manifest:
     )
 
 
-def write_tarball(
-    path: Path, variant: str | None, payload: bytes = b"\0" * 4096, manifest_first: bool = True
-) -> Path:
+def write_tarball(path: Path, variant: str | None, payload: bytes = b"\0" * 4096, manifest_first: bool = True) -> Path:
     """A deterministic model.tar.gz (fixed mtimes); `variant` None writes no manifest."""
     files = {"model.pt": payload, "tokenizer.json": b"{}"}
     members = list(files.items())

@@ -23,9 +23,7 @@ pytestmark = [
 ]
 
 
-def run_cdk(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
+def run_cdk(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     if not CDK.exists():
         pytest.fail(f"the pinned CDK CLI is missing at {CDK}: run `make node` (npm ci)")
     environment = {
@@ -68,10 +66,7 @@ def test_cdk_synth_through_the_cli(
         assert without_metadata(json.loads((tmp_path / f"{stack}.template.json").read_text())) == template
     assets = json.loads((tmp_path / "sagebox-c5-fp32.assets.json").read_text())
     [image] = assets["dockerImages"].values()
-    assert (
-        image["source"]["platform"] == "linux/amd64"
-        and image["source"]["dockerFile"] == "container/Dockerfile"
-    )
+    assert image["source"]["platform"] == "linux/amd64" and image["source"]["dockerFile"] == "container/Dockerfile"
     [model_data] = [f for f in assets["files"].values() if f["displayName"] == "ModelData"]
     assert model_data["source"]["path"].endswith(".tar.gz")
 
@@ -79,9 +74,8 @@ def test_cdk_synth_through_the_cli(
 def test_cdk_synth_reports_a_bad_target_in_one_line(tmp_path: Path) -> None:
     result = run_cdk("synth", "--quiet", "-o", str(tmp_path / "out"), "-c", f"model_dir={tmp_path}")
     assert result.returncode != 0
-    assert (
-        f"sagebox infra: error: target 'c5-fp32': model artifact {tmp_path}/fp32/model.tar.gz does not exist"
-        in (result.stderr)
+    assert f"sagebox infra: error: target 'c5-fp32': model artifact {tmp_path}/fp32/model.tar.gz does not exist" in (
+        result.stderr
     )
     assert "Traceback" not in result.stderr
 

@@ -15,9 +15,7 @@ from infra.targets import parse_targets
 from tests.infra.conftest import ALL_TARGETS, IMAGE_URI, client
 
 # moto skips these resource types (alarms, autoscaling, bucket policies): the template tests cover them.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:Tried to parse AWS.* but it's not supported by moto:UserWarning"
-)
+pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS.* but it's not supported by moto:UserWarning")
 MODEL_URLS = {name: f"s3://sagebox-models/{name}/model.tar.gz" for name in ALL_TARGETS}
 
 
@@ -72,12 +70,8 @@ def test_artifacts_exist_under_their_fixed_names(moto_url: str, deployed: dict[s
     encryption = s3.get_bucket_encryption(Bucket="sagebox-artifacts-123456789012-us-east-1")
     [rule] = encryption["ServerSideEncryptionConfiguration"]["Rules"]
     assert rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
-    [repository] = client("ecr", moto_url).describe_repositories(repositoryNames=["sagebox-serving"])[
-        "repositories"
-    ]
-    assert (
-        repository["imageTagMutability"] == "IMMUTABLE"
-    )  # (moto drops scan-on-push: see the template tests)
+    [repository] = client("ecr", moto_url).describe_repositories(repositoryNames=["sagebox-serving"])["repositories"]
+    assert repository["imageTagMutability"] == "IMMUTABLE"  # (moto drops scan-on-push: see the template tests)
 
 
 def test_redeploying_unchanged_stacks_is_a_no_op(
@@ -121,17 +115,12 @@ def test_destroy_removes_the_endpoints(moto_url: str) -> None:
 
 def test_a_failing_stack_raises_one_line(moto_url: str, local_templates: dict[str, dict[str, Any]]) -> None:
     """An endpoint stack deployed before its artifacts stack: CloudFormation finds no key export."""
-    orphan = json.loads(
-        json.dumps(local_templates["sagebox-c5-fp32"]).replace("sagebox-artifacts:", "gone-artifacts:")
-    )
+    orphan = json.loads(json.dumps(local_templates["sagebox-c5-fp32"]).replace("sagebox-artifacts:", "gone-artifacts:"))
     cloudformation = client("cloudformation", moto_url)
     with pytest.raises(DeployError) as caught:
         deploy(cloudformation, {"orphan": orphan}, poll_s=0.05)
     message = str(caught.value)
-    assert (
-        message.startswith("stack orphan: ValidationError: No export named gone-artifacts:")
-        and "\n" not in message
-    )
+    assert message.startswith("stack orphan: ValidationError: No export named gone-artifacts:") and "\n" not in message
     # moto keeps the failed stack but cannot describe it (it re-resolves the import): delete it directly.
     cloudformation.delete_stack(StackName="orphan")
     destroy(cloudformation, ["orphan"], poll_s=0.05)
@@ -164,9 +153,7 @@ class ScriptedCloudFormation:
     def describe_stacks(self, StackName: str) -> dict[str, Any]:
         statuses = self.statuses.get(StackName)
         if not statuses:
-            raise ClientError(
-                {"Error": {"Code": "ValidationError", "Message": "does not exist"}}, "DescribeStacks"
-            )
+            raise ClientError({"Error": {"Code": "ValidationError", "Message": "does not exist"}}, "DescribeStacks")
         status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
         if status == "DELETE_COMPLETE":
             del self.statuses[StackName]
@@ -222,8 +209,7 @@ def test_a_rolled_back_create_reports_the_first_failed_resource() -> None:
     with pytest.raises(DeployError) as caught:
         deploy(cloudformation, {"s": {}}, poll_s=1, sleep=clock.sleep, clock=clock)
     assert str(caught.value) == (
-        "stack s ended ROLLBACK_COMPLETE: EndpointConfig: "
-        "Service limit 'ml.inf2.xlarge for endpoint usage' is 0"
+        "stack s ended ROLLBACK_COMPLETE: EndpointConfig: Service limit 'ml.inf2.xlarge for endpoint usage' is 0"
     )
     # The next deploy must delete the rolled-back stack before creating it again.
     cloudformation.script["s"] = ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]

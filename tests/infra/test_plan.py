@@ -105,9 +105,7 @@ def test_placement_errors_name_the_target(settings: AppSettings) -> None:
     with pytest.raises(TargetError, match=r"model \(40.0 GiB\) is larger than the 32 GiB accelerator memory"):
         plan_endpoint(target(instance_type="ml.inf2.xlarge", variant="neuron", model_size_gib=40), settings)
     # Twelve chips (384 GiB of HBM) hold it.
-    big = plan_endpoint(
-        target(instance_type="ml.inf2.48xlarge", variant="neuron", model_size_gib=40), settings
-    )
+    big = plan_endpoint(target(instance_type="ml.inf2.48xlarge", variant="neuron", model_size_gib=40), settings)
     assert big.model_size_bytes == 40 * 2**30
 
 
@@ -162,9 +160,7 @@ def test_local_mode_needs_uris_and_accepts_any_image_reference() -> None:
 
 def test_model_data_overrides_by_target_name(settings: AppSettings) -> None:
     overridden = AppSettings(model_data={"t1": "s3://elsewhere/x/model.tar.gz"})
-    assert plan_endpoints([target()], overridden)[0].model == S3Model(
-        bucket="elsewhere", key="x/model.tar.gz"
-    )
+    assert plan_endpoints([target()], overridden)[0].model == S3Model(bucket="elsewhere", key="x/model.tar.gz")
     with pytest.raises(TargetError, match="model_data given for unknown target"):
         plan_endpoints([target()], AppSettings(model_data={"t9": "s3://b/k"}))
 

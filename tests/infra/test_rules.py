@@ -15,9 +15,7 @@ def test_neuron_families_come_from_the_catalog() -> None:
 
 @pytest.mark.parametrize("instance_type", ["ml.c5.2xlarge", "ml.c6i.2xlarge", "ml.c6i.4xlarge"])
 def test_neuron_artifacts_are_rejected_on_cpu_instances(instance_type: str) -> None:
-    with pytest.raises(
-        TargetError, match=rf"'neuron' artifact .* runs only on inf2/trn1 .* not on {instance_type}"
-    ):
+    with pytest.raises(TargetError, match=rf"'neuron' artifact .* runs only on inf2/trn1 .* not on {instance_type}"):
         check_variant("t", "neuron", instance(instance_type))
     check_variant("t", "fp32", instance(instance_type))
     check_variant("t", "int8", instance(instance_type))

@@ -33,9 +33,7 @@ def test_cli_strings_are_parsed(tmp_path: Path) -> None:
     assert settings.targets_file == tmp_path / "mine.json"
     assert settings.model_dir == Path("/abs/models")
     assert settings.only == ("c5-fp32", "inf2-neuron")
-    assert (
-        settings.prefix == "qa" and settings.local and settings.cfn_validate and settings.image_uri == "img"
-    )
+    assert settings.prefix == "qa" and settings.local and settings.cfn_validate and settings.image_uri == "img"
     assert settings.model_data == {"c5-fp32": "s3://b/k1", "inf2-neuron": "s3://b/k2"}
 
 
@@ -43,11 +41,7 @@ def test_json_context_values_from_cdk_json(tmp_path: Path) -> None:
     settings = AppSettings.from_context(
         {"local": False, "only": ["c5-fp32"], "model_data": '{"c5-fp32": "s3://b/k"}'}, tmp_path
     )
-    assert (
-        not settings.local
-        and settings.only == ("c5-fp32",)
-        and settings.model_data == {"c5-fp32": "s3://b/k"}
-    )
+    assert not settings.local and settings.only == ("c5-fp32",) and settings.model_data == {"c5-fp32": "s3://b/k"}
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,4 @@ def test_template_matches_its_snapshot(templates: dict[str, dict[str, Any]], sta
         SNAPSHOTS.mkdir(exist_ok=True)
         path.write_text(text)
     assert path.is_file(), f"no snapshot {path.name}: record it with SAGEBOX_UPDATE_SNAPSHOTS=1"
-    assert text == path.read_text(), (
-        f"{stack} changed: review the diff, then re-record with SAGEBOX_UPDATE_SNAPSHOTS=1"
-    )
+    assert text == path.read_text(), f"{stack} changed: review the diff, then re-record with SAGEBOX_UPDATE_SNAPSHOTS=1"

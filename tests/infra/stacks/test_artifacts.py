@@ -45,11 +45,7 @@ def test_bucket_is_encrypted_private_versioned_and_logged(artifacts: dict[str, A
         "IgnorePublicAcls": True,
         "RestrictPublicBuckets": True,
     }
-    assert (
-        props["PublicAccessBlockConfiguration"]
-        == block_all
-        == logs["Properties"]["PublicAccessBlockConfiguration"]
-    )
+    assert props["PublicAccessBlockConfiguration"] == block_all == logs["Properties"]["PublicAccessBlockConfiguration"]
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     assert props["LoggingConfiguration"] == {
         "DestinationBucketName": {"Ref": logs_id},
@@ -99,8 +95,7 @@ def test_repository_scans_on_push_with_immutable_tags_and_a_lifecycle(artifacts:
     [repo] = by_type(artifacts, "AWS::ECR::Repository").values()
     rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
     assert [
-        (r["selection"]["tagStatus"], r["selection"]["countType"], r["selection"]["countNumber"])
-        for r in rules
+        (r["selection"]["tagStatus"], r["selection"]["countType"], r["selection"]["countNumber"]) for r in rules
     ] == [
         ("untagged", "sinceImagePushed", 7),
         ("any", "imageCountMoreThan", 30),

@@ -76,9 +76,7 @@ def test_model_uses_the_built_image_and_the_model_asset(template: dict[str, Any]
     assert "cdk-hnb659fds-container-assets-" in container["Image"]["Fn::Sub"]
     assert container["ModelDataUrl"]["Fn::Sub"].startswith("s3://cdk-hnb659fds-assets-")
     assert container["Environment"]["SAGEMAKER_MODEL_SERVER_TIMEOUT"] == "60"
-    assert model["ExecutionRoleArn"] == {
-        "Fn::GetAtt": [next(iter(resources(template, "AWS::IAM::Role"))), "Arn"]
-    }
+    assert model["ExecutionRoleArn"] == {"Fn::GetAtt": [next(iter(resources(template, "AWS::IAM::Role"))), "Arn"]}
 
 
 def test_volume_encryption_where_the_instance_supports_it(template: dict[str, Any], name: str) -> None:
@@ -141,8 +139,7 @@ def test_execution_role_is_least_privilege(template: dict[str, Any], name: str) 
 
 def test_alarms_watch_latency_p90_and_5xx(template: dict[str, Any], name: str) -> None:
     alarms = {
-        a["Properties"]["AlarmName"]: a["Properties"]
-        for a in resources(template, "AWS::CloudWatch::Alarm").values()
+        a["Properties"]["AlarmName"]: a["Properties"] for a in resources(template, "AWS::CloudWatch::Alarm").values()
     }
     latency = alarms[f"sagebox-{name}-model-latency-p90"]
     errors = alarms[f"sagebox-{name}-5xx-errors"]
@@ -174,9 +171,7 @@ def test_blue_green_deployment_rolls_back_on_both_alarms(template: dict[str, Any
     assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}
     assert policy["TerminationWaitInSeconds"] == 120
     assert policy["MaximumExecutionTimeoutInSeconds"] >= 2 * 300 + 120
-    alarm_names = {
-        a["Properties"]["AlarmName"] for a in resources(template, "AWS::CloudWatch::Alarm").values()
-    }
+    alarm_names = {a["Properties"]["AlarmName"] for a in resources(template, "AWS::CloudWatch::Alarm").values()}
     assert {a["AlarmName"] for a in config["AutoRollbackConfiguration"]["Alarms"]} == alarm_names
     # The alarms exist before the endpoint that names them.
     assert set(endpoint["DependsOn"]) == set(resources(template, "AWS::CloudWatch::Alarm"))
@@ -209,9 +204,7 @@ def test_autoscaling_tracks_invocations_per_instance(template: dict[str, Any], n
             "PolicyType": "TargetTrackingScaling",
             "TargetTrackingScalingPolicyConfiguration": {
                 "TargetValue": scaling.invocations_per_instance,
-                "PredefinedMetricSpecification": {
-                    "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
-                },
+                "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
                 "ScaleInCooldown": 300,
                 "ScaleOutCooldown": 60,
             },

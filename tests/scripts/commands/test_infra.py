@@ -38,9 +38,7 @@ def test_check_prints_each_target_with_its_cost(model_dir: Path, capsys: pytest.
     assert out.rstrip().splitlines()[-1].startswith("2 target(s) OK; prices: ")
 
 
-def test_check_reads_another_price_table(
-    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_reads_another_price_table(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prices = tmp_path / "prices.json"
     prices.write_text(
         json.dumps(
@@ -53,18 +51,12 @@ def test_check_reads_another_price_table(
             }
         )
     )
-    code = main(
-        ["infra", "check", "--model-dir", str(model_dir), "--image-uri", IMAGE, "--prices", str(prices)]
-    )
+    code = main(["infra", "check", "--model-dir", str(model_dir), "--image-uri", IMAGE, "--prices", str(prices)])
     out = capsys.readouterr().out
-    assert (
-        code == 0 and "ml.c5.2xlarge, fp32, $1.00-2.00/h" in out and "ml.inf2.xlarge, neuron, no price" in out
-    )
+    assert code == 0 and "ml.c5.2xlarge, fp32, $1.00-2.00/h" in out and "ml.inf2.xlarge, neuron, no price" in out
 
 
-def test_check_reports_a_misplaced_artifact_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_reports_a_misplaced_artifact_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     targets = tmp_path / "targets.json"
     targets.write_text(
         json.dumps(
@@ -87,9 +79,7 @@ def test_check_reports_a_misplaced_artifact_in_one_line(
 
 
 @pytest.mark.slow
-def test_synth_writes_every_stack(
-    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_synth_writes_every_stack(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
             "infra",
