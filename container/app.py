@@ -161,7 +161,8 @@ def create_app(settings: ServerSettings | None = None) -> Starlette:
             )
         flat = [f for group in groups for f in group]
         try:
-            logits = await asyncio.wait_for(batcher.submit(flat), timeout=settings.timeout_s)
+            async with asyncio.timeout(settings.timeout_s):
+                logits = await batcher.submit(flat)
         except TimeoutError:
             raise payload.PayloadError(504, f"inference took longer than {settings.timeout_s}s") from None
         except BatcherClosed:

@@ -1,16 +1,20 @@
 """Micro-batching: concurrent requests' features share model calls.
 
 One inference thread runs batches back to back. While it is busy, new features queue up and form the next
-batch (up to `max_batch_size`); an idle server runs a request at once unless `max_wait_s` asks it to wait
-for company. So a lone request pays no batching delay and a busy server fills its batches.
+batch (up to `max_batch_size`); an idle server dispatches a request at once unless `max_wait_s` asks it to
+wait for company. So a lone request pays no batching delay and a busy server fills its batches.
+
+All bookkeeping runs as event-loop callbacks (no consumer task): a request costs one future and one hop to
+the inference thread and back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import queue
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -36,10 +40,18 @@ class BatchStats:
         self.sizes[size] = self.sizes.get(size, 0) + 1
 
 
-@dataclass
-class _Item(Generic[In, Out]):
-    value: In
-    future: asyncio.Future[Out]
+class _Job(Generic[In, Out]):
+    """One caller's values; its future resolves when every value has a result."""
+
+    __slots__ = ("future", "remaining", "results")
+
+    def __init__(self, future: asyncio.Future[list[Out]], size: int) -> None:
+        self.future = future
+        self.results: list[Out | None] = [None] * size
+        self.remaining = size
+
+
+_Entry = tuple[_Job[In, Out], int, In]
 
 
 class MicroBatcher(Generic[In, Out]):
@@ -51,78 +63,99 @@ class MicroBatcher(Generic[In, Out]):
         self._run_batch = run_batch
         self._max_batch_size = max_batch_size
         self._max_wait_s = max_wait_s
-        self._queue: asyncio.Queue[_Item[In, Out]] = asyncio.Queue()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
-        self._task: asyncio.Task[None] | None = None
+        self._pending: deque[_Entry[In, Out]] = deque()
+        self._busy = False
+        self._timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inbox: queue.SimpleQueue[list[_Entry[In, Out]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="inference", daemon=True)
         self.stats = BatchStats()
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name="micro-batcher")
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._thread.start()
 
     async def submit(self, values: Sequence[In]) -> list[Out]:
         """Results for `values`, in order; they may share model calls with other requests' values."""
-        if self._closed:
+        if self._closed or self._loop is None:
             raise BatcherClosed("the server is shutting down")
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[Out]] = []
-        for value in values:
-            future: asyncio.Future[Out] = loop.create_future()
-            self._queue.put_nowait(_Item(value, future))
-            futures.append(future)
+        if not values:
+            return []
+        job: _Job[In, Out] = _Job(self._loop.create_future(), len(values))
+        self._pending.extend((job, index, value) for index, value in enumerate(values))
+        if not self._busy:
+            if self._max_wait_s > 0 and len(self._pending) < self._max_batch_size:
+                if self._timer is None:
+                    self._timer = self._loop.call_later(self._max_wait_s, self._dispatch)
+            else:
+                self._dispatch()
         try:
-            return list(await asyncio.gather(*futures))
-        except BaseException:
-            for future in futures:
-                future.cancel()
+            return await job.future
+        except asyncio.CancelledError:
+            self._pending = deque(entry for entry in self._pending if entry[0] is not job)
             raise
+
+    def _dispatch(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._busy or not self._pending:
+            return
+        batch: list[_Entry[In, Out]] = []
+        while self._pending and len(batch) < self._max_batch_size:
+            entry = self._pending.popleft()
+            if not entry[0].future.done():
+                batch.append(entry)
+        if not batch:
+            return
+        self._busy = True
+        self.stats.record(len(batch))
+        self._inbox.put(batch)
+
+    def _work(self) -> None:
+        """The inference thread: run each batch, hand results back to the event loop."""
+        while True:
+            batch = self._inbox.get()
+            if batch is None:
+                return
+            try:
+                results = self._run_batch([value for _, _, value in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"batch of {len(batch)} produced {len(results)} results")
+                outcome: Sequence[Out] | BaseException = results
+            except Exception as exc:
+                outcome = exc
+            assert self._loop is not None
+            try:
+                self._loop.call_soon_threadsafe(self._finish, batch, outcome)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                return
+
+    def _finish(self, batch: list[_Entry[In, Out]], outcome: Sequence[Out] | BaseException) -> None:
+        self._busy = False
+        for position, (job, index, _) in enumerate(batch):
+            if job.future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                job.future.set_exception(outcome)
+                continue
+            job.results[index] = outcome[position]
+            job.remaining -= 1
+            if job.remaining == 0:
+                job.future.set_result(job.results)  # type: ignore[arg-type]  # every slot is filled now
+        if not self._closed:
+            self._dispatch()
 
     async def close(self) -> None:
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
-            if not item.future.done():
-                item.future.set_exception(BatcherClosed("the server is shutting down"))
-        self._executor.shutdown(wait=True)
-
-    async def _collect(self) -> list[_Item[In, Out]]:
-        loop = asyncio.get_running_loop()
-        batch = [await self._queue.get()]
-        deadline = loop.time() + self._max_wait_s
-        while len(batch) < self._max_batch_size:
-            if not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-                continue
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-            except TimeoutError:
-                break
-        return [item for item in batch if not item.future.done()]
-
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = await self._collect()
-            if not batch:
-                continue
-            self.stats.record(len(batch))
-            try:
-                results = await loop.run_in_executor(self._executor, self._run_batch, [i.value for i in batch])
-                if len(results) != len(batch):
-                    raise RuntimeError(f"batch of {len(batch)} produced {len(results)} results")
-            except Exception as exc:
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(exc)
-                continue
-            for item, result in zip(batch, results, strict=True):
-                if not item.future.done():
-                    item.future.set_result(result)
+        if self._timer is not None:
+            self._timer.cancel()
+        for job, _, _ in self._pending:
+            if not job.future.done():
+                job.future.set_exception(BatcherClosed("the server is shutting down"))
+        self._pending.clear()
+        if self._thread.is_alive():
+            self._inbox.put(None)
+            await asyncio.to_thread(self._thread.join)
