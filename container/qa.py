@@ -140,18 +140,21 @@ def best_span(
 ) -> tuple[float, int, int] | None:
     """(probability, start token, end token) maximising p_start * p_end with start <= end < start + max."""
     positions = np.flatnonzero(context_mask)
-    if positions.size == 0:
+    n = positions.size
+    if n == 0:
         return None
     p_start = _softmax(start_logits[positions].astype(np.float64))
     p_end = _softmax(end_logits[positions].astype(np.float64))
-    scores = np.outer(p_start, p_end)
-    n = positions.size
-    # Context positions are contiguous token indices, so the band over their order is the band over tokens.
-    band = np.triu(np.ones((n, n), dtype=bool)) & ~np.triu(np.ones((n, n), dtype=bool), k=max_answer_tokens)
-    scores = np.where(band, scores, -1.0)
-    flat = int(np.argmax(scores))
-    i, j = divmod(flat, n)
-    return float(scores[i, j]), int(positions[i]), int(positions[j])
+    # For each start i, the best end lies in [i, i + width): a sliding-window max over p_end, O(n * width).
+    # Context positions are contiguous token indices, so windows over their order are windows over tokens.
+    width = min(max_answer_tokens, n)
+    padded = np.concatenate([p_end, np.full(width - 1, -1.0)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width)
+    offsets = windows.argmax(axis=1)
+    scores = p_start * windows[np.arange(n), offsets]
+    i = int(np.argmax(scores))
+    j = i + int(offsets[i])
+    return float(scores[i]), int(positions[i]), int(positions[j])
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:

@@ -124,3 +124,22 @@ def test_filler_feature_fills_each_bucket(processor: QAProcessor) -> None:
     for bucket in processor.buckets:
         f: Feature = processor.filler_feature(bucket)
         assert f.bucket == bucket and f.length == bucket and f.attention_mask.all()
+
+
+def test_best_span_equals_exhaustive_search() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        n = int(rng.integers(1, 60))
+        mask = np.zeros(n + 4, dtype=bool)
+        mask[2 : 2 + n] = True
+        start, end = rng.normal(size=n + 4) * 3, rng.normal(size=n + 4) * 3
+        width = int(rng.integers(1, 40))
+        span = best_span(start, end, mask, width)
+        assert span is not None
+        p_s = np.exp(start[2 : 2 + n] - start[2 : 2 + n].max())
+        p_s /= p_s.sum()
+        p_e = np.exp(end[2 : 2 + n] - end[2 : 2 + n].max())
+        p_e /= p_e.sum()
+        best = max((p_s[i] * p_e[j], i, j) for i in range(n) for j in range(i, min(n, i + width)))
+        assert span[0] == pytest.approx(best[0]), trial
+        assert (span[1], span[2]) == (best[1] + 2, best[2] + 2)
