@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
@@ -72,13 +71,9 @@ def run_stop(args: argparse.Namespace) -> int:
 
 
 def _inputs(paths: Paths, base_image: str) -> BuildInputs:
-    import container
-    from scripts.containers import context, wheelhouse
-    from scripts.containers.build import serving_inputs
+    from scripts.containers.serving_image import build_inputs
 
-    requirements = paths.repo / "container" / "requirements.txt"
-    wheels = wheelhouse.wheels(wheelhouse.ensure_wheelhouse(requirements, paths.image, subprocess.run, _say))
-    return serving_inputs(paths.repo, wheels, context.find_ca_bundle(os.environ), base_image, container.__version__)
+    return build_inputs(paths, base_image, _say)
 
 
 def run_context(args: argparse.Namespace) -> int:
@@ -98,19 +93,9 @@ def run_reset(args: argparse.Namespace) -> int:
 
 
 def _client_and_image(verbose: bool) -> tuple[docker.DockerClient, BuiltImage]:
-    from scripts.containers import engine
-    from scripts.containers.build import build_image
-    from scripts.containers.setup import setup
+    from scripts.containers.serving_image import ensure_serving_image
 
-    paths = _paths()
-    ready = setup(paths, log=_say)
-    inputs = _inputs(paths, ready.base_image)
-    client = engine.connect(ready.engine.base_url)
-    _say(f"building {inputs.tag} ({'output follows' if verbose else 'output in .sagebox/image/build.log'})")
-    built = build_image(client, inputs, paths.image, log=_say if verbose else lambda line: None)
-    state = "built" if built.rebuilt else "up to date"
-    _say(f"{built.tag} {state} in {built.seconds:.1f}s: {built.id[:19]}, {built.size_bytes / 1e6:.0f} MB")
-    return client, built
+    return ensure_serving_image(_say, verbose, _paths())
 
 
 def run_build(args: argparse.Namespace) -> int:
