@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from scripts.errors import SageboxError
 
 # Subcommand name -> module under scripts.commands exposing `register(subparsers)`.
-COMMANDS = ("serve", "invoke", "containers", "infra", "box")
+COMMANDS = ("serve", "invoke", "containers", "infra", "box", "bench")
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70

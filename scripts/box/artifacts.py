@@ -53,7 +53,7 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> DemoArtifacts
             say=say,
         )
         if not outcome.gate.passed:
-            raise SageboxError(f"the demo's INT8 model failed its accuracy gate: {outcome.gate.message}")
+            raise SageboxError(f"the demo's INT8 model failed its accuracy gate: {outcome.gate.message()}")
     neuron = root / "neuron"
     if not _verified(neuron):
         from scripts.pipeline.compile import build_neuron
