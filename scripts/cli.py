@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from scripts.errors import SageboxError
 
 # Subcommand name -> module under scripts.commands exposing `register(subparsers)`.
-COMMANDS = ("serve",)
+COMMANDS = ("serve", "quantize", "evaluate", "package", "upload", "demo_models")
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70

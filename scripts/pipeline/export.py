@@ -13,7 +13,9 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAMES = ("start_logits", "end_logits")
 
 
-def example_inputs(batch: int, seq: int, vocab_size: int = 1000) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def example_inputs(
+    batch: int, seq: int, vocab_size: int = 1000
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Deterministic example tensors; the attention mask is all ones (tracing with padding is not needed)."""
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(5, vocab_size, (batch, seq), generator=generator, dtype=torch.int64)
@@ -50,3 +52,39 @@ def to_onnx(module: QAModule, out_path: Path, seq: int = 128, opset: int = 17) -
             opset_version=opset,
             dynamo=False,
         )
+
+
+# Model types whose encoder blocks onnxruntime.transformers fuses with its "bert" rules.
+FUSABLE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
+
+
+def fuse_onnx(path: Path, config: dict[str, object]) -> dict[str, int]:
+    """Rewrite `path` in place with ONNX Runtime's transformer fusions (Attention, SkipLayerNorm...).
+
+    Offline Python fusions only (opt_level 0): the file stays portable across CPUs. Returns fused-op counts.
+    """
+    import logging
+
+    import onnx
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    if config.get("model_type") not in FUSABLE_MODEL_TYPES:
+        return {}
+    heads = int(config.get("num_attention_heads", 0) or 0)  # type: ignore[call-overload]
+    hidden = int(config.get("hidden_size", config.get("dim", 0)) or 0)  # type: ignore[call-overload]
+    quiet = logging.getLogger("onnxruntime.transformers")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = optimize_model(
+                str(path), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0
+            )
+            counts = {op: n for op, n in model.get_fused_operator_statistics().items() if n}
+            if counts.get("Attention", 0) == 0:
+                return {}
+            onnx.save(model.model, str(path))
+    finally:
+        quiet.setLevel(level)
+    return counts

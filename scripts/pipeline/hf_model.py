@@ -16,7 +16,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 class QAModule(nn.Module):
-    """(input_ids, attention_mask, token_type_ids) -> (start_logits, end_logits): the graph every artifact exports."""
+    """(input_ids, attention_mask, token_type_ids) -> (start_logits, end_logits): what every artifact runs."""
 
     def __init__(self, model: nn.Module, uses_token_types: bool) -> None:
         super().__init__()
@@ -75,5 +75,5 @@ def load_qa_module(model_dir: Path, attn_implementation: str = "eager") -> QAMod
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SageboxError(f"cannot load the model in {model_dir}: {first}") from None
-    uses_token_types = int(config.get("type_vocab_size", 0) or 0) > 1
+    uses_token_types = int(config.get("type_vocab_size", 0) or 0) > 1  # type: ignore[call-overload]
     return QAModule(model, uses_token_types).eval()
