@@ -16,9 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from container.server import serve
-
     from container import env
+    from container.server import serve
 
     os.environ[env.MODEL_DIR] = str(args.model_dir)
     os.environ[env.BIND_TO_PORT] = str(args.port)
