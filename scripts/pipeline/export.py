@@ -65,7 +65,6 @@ def fuse_onnx(path: Path, config: dict[str, object]) -> dict[str, int]:
     """
     import logging
 
-    import onnx
     from onnxruntime.transformers.optimizer import optimize_model
 
     if config.get("model_type") not in FUSABLE_MODEL_TYPES:
@@ -84,7 +83,7 @@ def fuse_onnx(path: Path, config: dict[str, object]) -> dict[str, int]:
             counts = {op: n for op, n in model.get_fused_operator_statistics().items() if n}
             if counts.get("Attention", 0) == 0:
                 return {}
-            onnx.save(model.model, str(path))
+            model.save_model_to_file(str(path))
     finally:
         quiet.setLevel(level)
     return counts

@@ -156,7 +156,14 @@ def build_int8(
     if options.mode == "static":
         calibration = list(calibration)[: options.calibration_batches]
     with staged_dir(out_dir) as staging:
-        if options.backend == "onnxruntime":
+        if options.backend == "onnxruntime" and options.mode == "static":
+            # Static QDQ cannot quantize inside the fused Attention/EmbedLayerNorm ops: start from a plain
+            # graph so every weight MatMul, the attention MatMuls and the embedding Gathers become INT8.
+            plain = staging / "fp32-plain.onnx"
+            export.to_onnx(module or load_qa_module(hf_folder), plain)
+            quantize_onnx_file(plain, staging / fp32.model_file, options, calibration)
+            plain.unlink()
+        elif options.backend == "onnxruntime":
             quantize_onnx_file(fp32_dir / fp32.model_file, staging / fp32.model_file, options, calibration)
         else:
             quantized = quantize_torch_module(module or load_qa_module(hf_folder), options, calibration)

@@ -54,9 +54,12 @@ class QuantizeOutcome:
     def report(self) -> dict[str, object]:
         return {
             "gate": self.gate.to_dict(),
-            "fp32": self.fp32.summary() | {"dir": "fp32", "bytes": self.sizes["fp32"]},
+            "fp32": self.fp32.summary() | {"model_dir": str(self.out / "fp32"), "bytes": self.sizes["fp32"]},
             "int8": self.int8.summary()
-            | {"dir": "int8" if self.gate.passed else None, "bytes": self.sizes["int8"]},
+            | {
+                "model_dir": str(self.out / "int8") if self.gate.passed else None,
+                "bytes": self.sizes["int8"],
+            },
             "quantization": self.int8_manifest.quantization.model_dump()
             if self.int8_manifest.quantization
             else None,

@@ -16,14 +16,13 @@ def quantize_table(outcome: QuantizeOutcome) -> Table:
     q = outcome.int8_manifest.quantization
     title = "sagebox quantize"
     if q is not None:
-        title += f": {q.backend} {q.mode}, per-channel={q.per_channel}, calibration={q.calibration_batches}"
+        title += f": {q.backend} {q.mode}, per-channel={q.per_channel}, {q.calibration_batches} calib. batches"
     table = Table(title=title)
-    for column in ("variant", "runtime", "EM", "F1", "questions", "size", "eval time", "directory"):
-        table.add_column(
-            column, justify="right" if column in {"EM", "F1", "questions", "size", "eval time"} else "left"
-        )
+    table.add_column("variant")
+    table.add_column("runtime")
+    for column in ("EM", "F1", "questions", "size", "eval"):
+        table.add_column(column, justify="right")
     for name, evaluation in (("fp32", outcome.fp32), ("int8", outcome.int8)):
-        kept = name == "fp32" or outcome.gate.passed
         table.add_row(
             name.upper(),
             evaluation.runtime,
@@ -32,11 +31,14 @@ def quantize_table(outcome: QuantizeOutcome) -> Table:
             str(evaluation.score.total),
             _mb(outcome.sizes[name]),
             f"{evaluation.seconds:.1f} s",
-            str(outcome.out / name) if kept else "[red]deleted (gate failed)[/red]",
         )
     ratio = outcome.sizes["int8"] / outcome.sizes["fp32"]
     colour = "green" if outcome.gate.passed else "red"
-    table.caption = f"[{colour}]{outcome.gate.message()}[/{colour}]; INT8/FP32 size {ratio:.2f}"
+    int8_dir = outcome.int8_dir or "deleted (gate failed)"
+    table.caption = (
+        f"[{colour}]{outcome.gate.message()}[/{colour}]\nINT8/FP32 size {ratio:.2f}; "
+        f"FP32: {outcome.out / 'fp32'}; INT8: {int8_dir}"
+    )
     return table
 
 
