@@ -16,7 +16,7 @@ def quantize_table(outcome: QuantizeOutcome) -> Table:
     q = outcome.int8_manifest.quantization
     title = "sagebox quantize"
     if q is not None:
-        title += f": {q.backend} {q.mode}, per-channel={q.per_channel}, {q.calibration_batches} calib. batches"
+        title += f": {q.backend} {q.mode}, per-channel={q.per_channel}, calib={q.calibration_batches}"
     table = Table(title=title)
     table.add_column("variant")
     table.add_column("runtime")
