@@ -129,7 +129,7 @@ class DemoRecipe:
     dev_questions: int = 400
     data_seed: int = 0
     train: TrainRecipe = field(
-        default_factory=lambda: TrainRecipe(epochs=1.0, learning_rate=2e-4, frozen_layers=3)
+        default_factory=lambda: TrainRecipe(epochs=1.0, batch_size=16, learning_rate=2e-4, frozen_layers=3)
     )
 
     def as_dict(self) -> dict[str, object]:
