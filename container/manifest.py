@@ -36,7 +36,7 @@ class QuantizationSpec(BaseModel):
     calibration_batches: int = Field(ge=0)
     weight_dtype: str = "int8"
     reduce_range: bool = False
-    # ONNX Runtime graph form: "qdq" (static, QuantizeLinear/DequantizeLinear pairs) or "qoperator" (integer ops).
+    # ONNX Runtime graph form: "qdq" (QuantizeLinear/DequantizeLinear pairs) or "qoperator" (integer ops).
     format: Literal["qdq", "qoperator"] | None = None
     # torch.backends.quantized.engine the weights were packed for; the TorchScript handler selects it at load.
     engine: str | None = None

@@ -19,7 +19,7 @@ class TorchScriptHandler:
         torch.set_num_threads(threads)
         engine = manifest.quantization.engine if manifest.quantization else None
         if engine:
-            # Quantized weights are repacked for the current engine at load: it must be the one they were tuned for.
+            # Quantized weights are repacked for the current engine at load: use the one they were made for.
             if engine not in torch.backends.quantized.supported_engines:
                 raise HandlerError(f"this torch build lacks the {engine!r} quantized engine the model needs")
             torch.backends.quantized.engine = engine

@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--calibration-batch-size", type=int, default=1)
     p.add_argument(
+        "--calibration-method",
+        default="auto",
+        help="static only: auto (percentile for onnxruntime, histogram for torch), minmax, percentile, "
+        "entropy (onnxruntime), histogram (torch)",
+    )
+    p.add_argument(
         "--per-tensor", action="store_true", help="one weight scale per tensor instead of per channel"
     )
     p.add_argument("--reduce-range", action="store_true", help="7-bit weights (helps CPUs without VNNI)")
@@ -73,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         reduce_range=args.reduce_range,
         calibration_batches=args.batches,
         calibration_batch_size=args.calibration_batch_size,
+        calibration_method=args.calibration_method,
     )
     request = QuantizeRequest(
         model=args.model,

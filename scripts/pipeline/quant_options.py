@@ -19,11 +19,18 @@ RUNTIME_OF: dict[str, Literal["onnxruntime", "torchscript"]] = {
     "torch": "torchscript",
 }
 
-# Measured on this project's reference machine (see scripts/bench_models.py and the README): ONNX Runtime
-# dynamic INT8 was the fastest variant at equal accuracy (F1 within noise of the static and torch variants).
+# The fastest INT8 variant at equal accuracy in scripts/bench_models.py (.sagebox/bench/models.json reports
+# "fastest_int8_at_equal_accuracy"): ONNX Runtime, dynamic. Static modes lose more F1 on the demo model.
 DEFAULT_BACKEND: Backend = "onnxruntime"
 DEFAULT_MODE: Mode = "dynamic"
 TORCH_ENGINE = "x86"
+# Static calibration methods per backend, the default first. Plain min/max lets one outlier activation set
+# the scale for every value: on the MiniLM demo it cost ~17 F1 points, the clipping methods far less.
+CALIBRATION_METHODS: dict[str, tuple[str, ...]] = {
+    "onnxruntime": ("percentile", "entropy", "minmax"),
+    "torch": ("histogram", "minmax"),
+}
+CALIBRATION_PERCENTILE = 99.999
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class QuantizeOptions:
     reduce_range: bool = False
     calibration_batches: int = DEFAULT_CALIBRATION_BATCHES
     calibration_batch_size: int = 1
-    calibration_method: str = "minmax"
+    calibration_method: str = "auto"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -43,6 +50,21 @@ class QuantizeOptions:
             raise SageboxError(f"unknown quantization mode {self.mode!r}: choose {' or '.join(MODES)}")
         if self.calibration_batches < 1 or self.calibration_batch_size < 1:
             raise SageboxError("calibration needs at least one batch of at least one example")
+        allowed = CALIBRATION_METHODS[self.backend]
+        if self.calibration_method != "auto" and self.calibration_method not in allowed:
+            raise SageboxError(
+                f"calibration method {self.calibration_method!r} is not available for {self.backend}: "
+                f"choose {', '.join(allowed)}"
+            )
+
+    @property
+    def method(self) -> str:
+        """The calibration method static mode uses ("auto" picks the backend's outlier-robust one)."""
+        return (
+            CALIBRATION_METHODS[self.backend][0]
+            if self.calibration_method == "auto"
+            else self.calibration_method
+        )
 
     @property
     def runtime(self) -> Literal["onnxruntime", "torchscript"]:
@@ -58,5 +80,5 @@ class QuantizeOptions:
             reduce_range=self.reduce_range,
             format=("qdq" if static else "qoperator") if self.backend == "onnxruntime" else None,
             engine=TORCH_ENGINE if self.backend == "torch" else None,
-            calibration_method=self.calibration_method if static else None,
+            calibration_method=self.method if static else None,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import logging
 import shutil
 import warnings
@@ -20,17 +21,24 @@ from scripts.pipeline import export
 from scripts.pipeline.artifact import staged_dir, write_manifest
 from scripts.pipeline.calibration import as_torch_args
 from scripts.pipeline.hf_model import QAModule, load_qa_module
-from scripts.pipeline.quant_options import TORCH_ENGINE, Backend, Mode, QuantizeOptions
+from scripts.pipeline.quant_options import (
+    CALIBRATION_PERCENTILE,
+    TORCH_ENGINE,
+    Backend,
+    Mode,
+    QuantizeOptions,
+)
 
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """ONNX Runtime's quantizer logs advice through the root logger; torch.ao warns it is deprecated."""
+    """ONNX Runtime's quantizer logs advice through the root logger and prints calibration progress to stdout
+    (which `--json` output must not contain); torch.ao warns it is deprecated."""
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
@@ -70,15 +78,27 @@ def quantize_onnx_file(
             raise SageboxError("static quantization needs calibration data")
 
         class FeedReader(CalibrationDataReader):
-            """The calibration batches, restricted to the inputs the graph declares."""
+            """The calibration batches, restricted to the inputs the graph declares; `set_range` lets the
+            calibrator take them one at a time (batches of different buckets cannot be stacked)."""
 
             def __init__(self) -> None:
-                self._items = iter([{name: batch[name] for name in input_names} for batch in calibration])
+                self._feeds = [{name: batch[name] for name in input_names} for batch in calibration]
+                self._items = iter(self._feeds)
+
+            def __len__(self) -> int:
+                return len(self._feeds)
+
+            def set_range(self, start_index: int, end_index: int) -> None:
+                self._items = iter(self._feeds[start_index:end_index])
 
             def get_next(self) -> dict[str, np.ndarray] | None:
                 return next(self._items, None)
 
-        methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy}
+        methods = {
+            "minmax": CalibrationMethod.MinMax,
+            "entropy": CalibrationMethod.Entropy,
+            "percentile": CalibrationMethod.Percentile,
+        }
         quantize_static(
             model,
             out_model,
@@ -89,8 +109,17 @@ def quantize_onnx_file(
             reduce_range=options.reduce_range,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
-            calibrate_method=methods[options.calibration_method],
-            extra_options={**extra, "WeightSymmetric": True},
+            calibrate_method=methods[options.method],
+            # Weight MatMuls only: quantizing the attention score MatMuls (activation x activation) costs
+            # accuracy for little speed.
+            extra_options={
+                **extra,
+                "WeightSymmetric": True,
+                "MatMulConstBOnly": True,
+                "CalibPercentile": CALIBRATION_PERCENTILE,
+                # One batch per collection pass: histogram calibrators stack a pass's outputs into one array.
+                "CalibStridedMinMax": 1,
+            },
         )
 
 
@@ -112,7 +141,7 @@ def quantize_torch_module(
         if not calibration:
             raise SageboxError("static quantization needs calibration data")
         weight = tq.default_per_channel_weight_observer if options.per_channel else tq.default_weight_observer
-        observer = tq.HistogramObserver if options.calibration_method == "entropy" else tq.MinMaxObserver
+        observer = tq.HistogramObserver if options.method == "histogram" else tq.MinMaxObserver
         activation = observer.with_args(reduce_range=options.reduce_range)
         qconfig = tq.QConfig(activation=activation, weight=weight)
         _wrap_linears(module, qconfig)

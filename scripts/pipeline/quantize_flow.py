@@ -72,16 +72,19 @@ def dir_bytes(model_dir: Path) -> int:
 
 
 def _load_inputs(request: QuantizeRequest) -> tuple[list[QAExample], list[QAExample] | None, str]:
+    """Eval and calibration data, both checked before any work starts (a bad file is a one-line error)."""
     eval_examples = load_squad(request.eval_data, require_answers=True)
+    calibration = None
+    if request.calibration_data is not None:
+        calibration = load_squad(request.calibration_data, require_answers=False)
     if request.options.mode == "dynamic":
         return eval_examples, None, "none (dynamic quantization measures activation ranges at run time)"
-    if request.calibration_data is None:
+    if calibration is None:
         return (
             eval_examples,
             eval_examples,
             f"{request.eval_data} (no --calibration given: the eval set is used)",
         )
-    calibration = load_squad(request.calibration_data, require_answers=False)
     return eval_examples, calibration, str(request.calibration_data)
 
 

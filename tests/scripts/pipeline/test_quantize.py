@@ -56,6 +56,10 @@ def test_int8_artifact_is_verified_recorded_and_close_to_fp32(
     assert (q.backend, q.mode, q.per_channel) == (backend, mode, True)
     assert q.calibration_batches == (8 if mode == "static" else 0)
     assert q.engine == ("x86" if backend == "torch" else None)
+    expected_method = (
+        {"onnxruntime": "percentile", "torch": "histogram"}[backend] if mode == "static" else None
+    )
+    assert q.calibration_method == expected_method
     assert sorted(p.name for p in (tmp_path / "int8").iterdir()) == sorted(
         [MANIFEST_NAME, manifest.model_file, "tokenizer.json"]
     )
@@ -102,6 +106,11 @@ def test_options_are_validated() -> None:
         QuantizeOptions(backend="tensorrt")  # type: ignore[arg-type]
     with pytest.raises(SageboxError, match="at least one batch"):
         QuantizeOptions(calibration_batches=0)
+    with pytest.raises(SageboxError, match="'histogram' is not available for onnxruntime"):
+        QuantizeOptions(backend="onnxruntime", calibration_method="histogram")
+    assert QuantizeOptions(backend="torch", mode="static", calibration_method="minmax").spec(
+        5
+    ).calibration_method == ("minmax")
 
 
 def test_torchscript_handler_refuses_an_engine_it_lacks(
