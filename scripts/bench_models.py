@@ -348,6 +348,7 @@ def run(args: argparse.Namespace) -> Json:
         demo = minilm_squad(cache, progress=say)
         result["accuracy_minilm"] = {
             "model": str(demo.folder),
+            "training": demo.info.get("training"),
             "eval_data": str(demo.dev_data),
             "calibration_data": str(demo.train_data),
             "variants": accuracy(
@@ -357,7 +358,34 @@ def run(args: argparse.Namespace) -> Json:
     result["fastest_int8_at_equal_accuracy"] = fastest_at_equal_accuracy(result)
     result["checks"] = checks(result, best_fp32, default_int8)
     result["load_whole_run"] = load_between(before, CpuSnapshot.take(), os.cpu_count() or 1)
+    result["notes"] = notes(result)
     return result
+
+
+def notes(result: Json) -> list[str]:
+    """Plain-language caveats derived from the numbers, so the JSON can be read on its own."""
+    machine = result["machine"]
+    out = [
+        f"INT8 dot-product support on this CPU: {machine['int8_dot_product']}. INT8 speed-ups depend on it: "
+        "VNNI does 4 int8 multiply-adds per 32-bit lane in one instruction; AVX2 needs three instructions.",
+        f"other processes kept {result['load_during_timing']['cpus_busy_others']} CPU(s) busy on average "
+        "while timing; ratios come from interleaved rounds, so load affects both sides alike.",
+    ]
+    emulation = result.get("torch_avx2_emulation", {})
+    if "int8_over_fp32_p50" in emulation:
+        ratios = ", ".join(f"{k} {v}" for k, v in emulation["int8_over_fp32_p50"].items())
+        out.append(
+            "with torch kernels capped at AVX2 (ATen/oneDNN/MKL/FBGEMM env switches), TorchScript INT8/FP32 "
+            f"P50 was {ratios}: expect ratios near that on AVX2-only CPUs; ONNX Runtime has no such switch."
+        )
+    accuracy_rows = result.get("accuracy_minilm", {}).get("variants", {})
+    failed = [name for name, row in accuracy_rows.items() if not row["gate_passed"]]
+    if failed:
+        out.append(
+            f"the accuracy gate (F1 drop <= {TARGET_F1_DROP}) refused {', '.join(failed)} on the demo model; "
+            "they are still built and timed above, but sagebox quantize would not keep them."
+        )
+    return out
 
 
 def fastest_at_equal_accuracy(result: Json) -> str | None:
@@ -464,6 +492,8 @@ def print_tables(result: Json) -> None:
         f"machine: {machine['model']}; INT8 dot product: {machine['int8_dot_product']}; other processes kept "
         f"{load['cpus_busy_others']} CPU(s) busy on average while timing"
     )
+    for line in result.get("notes", [])[2:]:
+        console.print(f"note: {line}")
 
 
 def write_json(result: Json, out: Path) -> None:

@@ -39,6 +39,8 @@ def quantize_table(outcome: QuantizeOutcome) -> Table:
         f"[{colour}]{outcome.gate.message()}[/{colour}]\nINT8/FP32 size {ratio:.2f}; "
         f"FP32: {outcome.out / 'fp32'}; INT8: {int8_dir}"
     )
+    if q is not None and q.mode == "static":
+        table.caption += f"\ncalibration: {outcome.calibration_note}"
     return table
 
 
