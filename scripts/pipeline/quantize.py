@@ -9,7 +9,6 @@ import logging
 import shutil
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +23,6 @@ from scripts.pipeline.hf_model import QAModule, load_qa_module
 from scripts.pipeline.quant_options import (
     CALIBRATION_PERCENTILE,
     TORCH_ENGINE,
-    Backend,
-    Mode,
     QuantizeOptions,
 )
 
@@ -211,7 +208,3 @@ def build_int8(
             tokenizer_file=fp32.tokenizer.file,
         )
     return manifest
-
-
-def with_backend(options: QuantizeOptions, backend: Backend, mode: Mode) -> QuantizeOptions:
-    return replace(options, backend=backend, mode=mode)
