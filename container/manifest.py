@@ -35,6 +35,12 @@ class QuantizationSpec(BaseModel):
     per_channel: bool
     calibration_batches: int = Field(ge=0)
     weight_dtype: str = "int8"
+    reduce_range: bool = False
+    # ONNX Runtime graph form: "qdq" (QuantizeLinear/DequantizeLinear pairs) or "qoperator" (integer ops).
+    format: Literal["qdq", "qoperator"] | None = None
+    # torch.backends.quantized.engine the weights were packed for; the TorchScript handler selects it at load.
+    engine: str | None = None
+    calibration_method: str | None = None
 
 
 class CompileSpec(BaseModel):

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args(argv)
 
-    from scripts.demo_models import bert_base_int8_dir, tiny_fp32_dir
+    from scripts.pipeline.demo_models import bert_base_int8_dir, tiny_fp32_dir
 
     with _workdir() as work:
         report: dict[str, object] = {

@@ -11,7 +11,20 @@ from collections.abc import Callable, Sequence
 from scripts.errors import SageboxError
 
 # Subcommand name -> module under scripts.commands exposing `register(subparsers)`.
-COMMANDS = ("serve", "invoke", "containers", "infra", "box", "bench")
+COMMANDS = (
+    "serve",
+    "quantize",
+    "compile",
+    "evaluate",
+    "package",
+    "upload",
+    "demo_models",
+    "invoke",
+    "bench",
+    "box",
+    "infra",
+    "containers",
+)
 
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70

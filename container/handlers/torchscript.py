@@ -17,6 +17,12 @@ class TorchScriptHandler:
 
     def load(self, model_dir: Path, manifest: Manifest, threads: int) -> None:
         torch.set_num_threads(threads)
+        engine = manifest.quantization.engine if manifest.quantization else None
+        if engine:
+            # Quantized weights are repacked for the current engine at load: use the one they were made for.
+            if engine not in torch.backends.quantized.supported_engines:
+                raise HandlerError(f"this torch build lacks the {engine!r} quantized engine the model needs")
+            torch.backends.quantized.engine = engine
         try:
             module = torch.jit.load(str(model_dir / manifest.model_file), map_location="cpu")
         except (RuntimeError, ValueError) as exc:

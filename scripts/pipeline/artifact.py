@@ -25,7 +25,7 @@ from container.manifest import (
 
 @contextmanager
 def staged_dir(out_dir: Path) -> Iterator[Path]:
-    """Yield an empty staging folder next to `out_dir`; on success it replaces `out_dir`, on failure it vanishes."""
+    """Yield an empty staging folder beside `out_dir`: it replaces `out_dir` on success, vanishes on error."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.staging-"))

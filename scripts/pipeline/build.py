@@ -14,6 +14,7 @@ from scripts.pipeline.hf_model import QAModule, check_model_folder, load_qa_modu
 
 DEFAULT_BUCKETS = (64, 128, 256, 384)
 MODEL_FILES: dict[str, str] = {"torchscript": "model.pt", "onnxruntime": "model.onnx"}
+FUSE_ONNX_BY_DEFAULT = True
 
 
 def buckets_for(config: dict[str, object], requested: tuple[int, ...] = DEFAULT_BUCKETS) -> tuple[list[int], int]:
@@ -27,19 +28,34 @@ def buckets_for(config: dict[str, object], requested: tuple[int, ...] = DEFAULT_
 
 
 def source_spec(model_dir: Path, config: dict[str, object]) -> SourceSpec:
+    """Name, architecture and license; a `sagebox_source.json` in the folder supplies name and license."""
     archs = config.get("architectures") or [config.get("model_type", "unknown")]
     name = str(config.get("_name_or_path") or model_dir.name)
-    license_file = model_dir / "sagebox_source.json"
     license_name = "unknown"
-    if license_file.is_file():
-        license_name = str(json.loads(license_file.read_text()).get("license", "unknown"))
+    source_file = model_dir / "sagebox_source.json"
+    if source_file.is_file():
+        try:
+            info = json.loads(source_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SageboxError(f"{source_file} is not valid JSON: {exc}") from None
+        if not isinstance(info, dict):
+            raise SageboxError(f"{source_file} must hold a JSON object")
+        name = str(info.get("name") or name)
+        license_name = str(info.get("license", license_name))
     return SourceSpec(name=name, architecture=str(archs[0]), license=license_name)  # type: ignore[index]
 
 
 def build_fp32(
-    model_dir: Path, out_dir: Path, runtime: Runtime = "onnxruntime", module: QAModule | None = None
+    model_dir: Path,
+    out_dir: Path,
+    runtime: Runtime = "onnxruntime",
+    module: QAModule | None = None,
+    fuse: bool = FUSE_ONNX_BY_DEFAULT,
 ) -> Manifest:
-    """Export the FP32 graph for `runtime` into a fresh, verified model directory at `out_dir`."""
+    """Export the FP32 graph for `runtime` into a fresh, verified model directory at `out_dir`.
+
+    ONNX graphs get ONNX Runtime's offline transformer fusions when `fuse` (and the architecture allows).
+    """
     if runtime not in MODEL_FILES:
         raise SageboxError(f"FP32 export supports {', '.join(MODEL_FILES)}, not {runtime!r}")
     config = check_model_folder(model_dir)
@@ -51,6 +67,8 @@ def build_fp32(
             export.to_torchscript(module, staging / model_file)
         else:
             export.to_onnx(module, staging / model_file)
+            if fuse:
+                export.fuse_onnx(staging / model_file, config)
         shutil.copyfile(model_dir / "tokenizer.json", staging / "tokenizer.json")
         manifest = write_manifest(
             staging,

@@ -50,3 +50,36 @@ def to_onnx(module: QAModule, out_path: Path, seq: int = 128, opset: int = 17) -
             opset_version=opset,
             dynamo=False,
         )
+
+
+# Model types whose encoder blocks onnxruntime.transformers fuses with its "bert" rules.
+FUSABLE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
+
+
+def fuse_onnx(path: Path, config: dict[str, object]) -> dict[str, int]:
+    """Rewrite `path` in place with ONNX Runtime's transformer fusions (Attention, SkipLayerNorm...).
+
+    Offline Python fusions only (opt_level 0): the file stays portable across CPUs. Returns fused-op counts.
+    """
+    import logging
+
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    if config.get("model_type") not in FUSABLE_MODEL_TYPES:
+        return {}
+    heads = int(config.get("num_attention_heads", 0) or 0)  # type: ignore[call-overload]
+    hidden = int(config.get("hidden_size", config.get("dim", 0)) or 0)  # type: ignore[call-overload]
+    quiet = logging.getLogger("onnxruntime.transformers")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = optimize_model(str(path), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
+            counts = {op: n for op, n in model.get_fused_operator_statistics().items() if n}
+            if counts.get("Attention", 0) == 0:
+                return {}
+            model.save_model_to_file(str(path))
+    finally:
+        quiet.setLevel(level)
+    return counts

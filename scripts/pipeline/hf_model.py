@@ -16,7 +16,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 class QAModule(nn.Module):
-    """(input_ids, attention_mask, token_type_ids) -> (start_logits, end_logits): the graph every artifact exports."""
+    """(input_ids, attention_mask, token_type_ids) -> (start_logits, end_logits): what every artifact runs."""
 
     def __init__(self, model: nn.Module, uses_token_types: bool) -> None:
         super().__init__()
@@ -72,7 +72,7 @@ def load_qa_module(model_dir: Path, attn_implementation: str = "eager") -> QAMod
         model = AutoModelForQuestionAnswering.from_pretrained(
             str(model_dir), config=hf_config, local_files_only=True, attn_implementation=attn_implementation
         )
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+    except Exception as exc:  # transformers, safetensors and torch each raise their own types for a bad folder
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SageboxError(f"cannot load the model in {model_dir}: {first}") from None
     uses_token_types = int(str(config.get("type_vocab_size") or 0)) > 1

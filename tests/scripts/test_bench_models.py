@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts import bench_models
+
+
+@pytest.mark.slow
+def test_bench_runs_end_to_end_on_a_tiny_model(tiny_hf_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "models.json"
+    code = bench_models.main(
+        [
+            "--model-folder",
+            str(tiny_hf_folder),
+            "--work-dir",
+            str(tmp_path / "work"),
+            "--out",
+            str(out),
+            "--rounds",
+            "3",
+            "--seq",
+            "128",
+            "--threads",
+            "1",
+            "--calibration-batches",
+            "4",
+            "--skip-accuracy",
+        ]
+    )
+    assert code == 0
+    result = json.loads(out.read_text())
+    names = {v.name for v in bench_models.VARIANTS}
+    assert set(result["variants"]) == names
+    for row in result["variants"].values():
+        assert row["n"] == 3
+        assert 0 < row["min_ms"] <= row["p50_ms"] <= row["p90_ms"]
+        assert row["model_file_bytes"] > 0
+    best = result["best_fp32"]
+    assert result["variants"][best]["ratio_to_best_fp32_p50"] == 1.0
+    assert all(
+        result["variants"][n]["p50_ms"] >= result["variants"][best]["p50_ms"] for n in names if n.startswith("fp32")
+    )
+    checks = result["checks"]
+    ratio = result["variants"][result["default_int8"]]["p50_ms"] / result["variants"][best]["p50_ms"]
+    assert checks["int8_p50_over_fp32_p50"]["value"] == pytest.approx(ratio, abs=1e-3)
+    assert set(result["tarball_bytes"]) == {best, result["default_int8"]}
+    assert "avx2" in result["machine"]["flags"]
+    assert result["load_during_timing"]["wall_s"] > 0
+    emulation = result["torch_avx2_emulation"]
+    assert "error" in emulation or set(emulation["variants"]) == {
+        "fp32-torchscript",
+        "int8-torch-dynamic",
+        "int8-torch-static",
+    }
+    # a second run reuses the verified artifacts instead of rebuilding them
+    assert (
+        bench_models.main(
+            [
+                "--model-folder",
+                str(tiny_hf_folder),
+                "--work-dir",
+                str(tmp_path / "work"),
+                "--out",
+                str(out),
+                "--rounds",
+                "2",
+                "--seq",
+                "128",
+                "--reuse",
+                "--skip-accuracy",
+                "--no-package",
+                "--no-avx2-emulation",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(out.read_text())["build_seconds"] == {}
