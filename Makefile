@@ -43,8 +43,8 @@ node: $(NODE_STAMP)
 podman: venv
 	@$(BIN)/python -m scripts.cli containers setup
 
-demo: venv node
-	@$(BIN)/sagebox up
+demo: venv
+	@$(BIN)/sagebox demo
 
 down: venv
 	@$(BIN)/sagebox down

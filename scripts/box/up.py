@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scripts import aws
 from scripts.box import processes
 from scripts.box.routes import Route, save_routes
 from scripts.box.state import BoxState, EndpointState, load_state, save_state
@@ -47,6 +46,8 @@ def local_credentials() -> dict[str, str]:
 
 def box_clients(state: BoxState) -> tuple[Any, Any, Any]:
     """(cloudformation, sagemaker, s3) clients of the embedded AWS."""
+    from scripts import aws
+
     os.environ.update({k: v for k, v in local_credentials().items() if k not in os.environ})
     options = aws.AwsOptions(region=state.region, endpoint_url=state.aws_url)
     session = aws.session(options)
@@ -86,6 +87,7 @@ def download_model(s3: Any, model_data_url: str, dest: Path) -> Path:
     if not model_data_url.startswith("s3://"):
         raise SageboxError(f"model data {model_data_url!r} is not an s3:// URI")
     bucket, _, key = model_data_url[5:].partition("/")
+    dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         tarball = Path(tmp) / "model.tar.gz"
         s3.download_file(bucket, key, str(tarball))

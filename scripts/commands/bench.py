@@ -13,8 +13,20 @@ CLOUD_QUERIES = 10_000
 DEMO_QUERIES = 400
 
 
+def build_parser_defaults() -> argparse.Namespace:
+    """The bench command's options at their defaults (for `sagebox demo`)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args([])
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark endpoints: P50/P90/P99, QPS, $ per million queries, EM/F1")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--endpoint",
         action="append",
@@ -36,7 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--region")
     p.add_argument("--profile")
     p.add_argument("--runtime-url", help="sagemaker-runtime endpoint URL (default: AWS's, or the local box's)")
-    p.set_defaults(func=run)
 
 
 def _endpoints(args: argparse.Namespace) -> tuple[list[Any], Any, bool]:
@@ -99,12 +110,12 @@ def _questions(args: argparse.Namespace, local: bool) -> tuple[list[Any], str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from infra.catalog import load_prices
     from scripts import report
     from scripts.benchmark import BenchPlan, run_benchmark, table_rows
+    from scripts.commands.common import console as make_console
     from scripts.paths import state_dir
     from scripts.pipeline.squad_metric import score
 
@@ -115,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     questions, source = _questions(args, local)
     queries = args.queries or (DEMO_QUERIES if local else CLOUD_QUERIES)
     plan = BenchPlan(queries, args.concurrency, args.rate, args.warmup, max_seconds=args.max_seconds)
-    console = Console()
+    console = make_console()
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     with Progress(
         TextColumn("{task.description}"),
@@ -140,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             accuracy[result.spec.label] = (s.exact_match, s.f1)
     baseline = args.baseline or next((s.label for s in specs if s.variant == "fp32"), specs[0].label)
     rows = table_rows(results, prices, baseline, accuracy)
-    notes = _notes(results, local, source, prices)
+    notes = _notes(results, local, source, prices) + _neuron_estimates(specs, local)
     title = f"Sagebox benchmark: {queries} requests per endpoint, concurrency {args.concurrency}"
     console.print(report.rich_table(rows, title))
     for note in notes:
@@ -166,6 +177,35 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         raise SageboxError(f"{failed} request(s) failed; first: {next(e for r in results for e in r.errors)}")
     return 0
+
+
+def _neuron_estimates(specs: list[Any], local: bool) -> list[str]:
+    """The cost model's per-bucket estimate for each local neuron endpoint (read from its model directory)."""
+    import json
+
+    from scripts.box.state import load_state
+    from scripts.paths import state_dir
+
+    box = load_state(state_dir()) if local else None
+    notes = []
+    for spec in specs:
+        endpoint = box.endpoints.get(spec.label) if box else None
+        plan_path = Path(endpoint.model_dir) / "neuron_cost_plan.json" if endpoint else None
+        if spec.variant != "neuron" or plan_path is None or not plan_path.is_file():
+            continue
+        plan = json.loads(plan_path.read_text())
+        parts = []
+        for bucket, bucket_plan in sorted(plan["buckets"].items(), key=lambda kv: int(kv[0])):
+            row = next((i for i in bucket_plan["instances"] if i["instance_type"] == spec.instance_type), None)
+            if row:
+                cost = f", ${row['usd_per_million']:.4f}/1M" if row.get("usd_per_million") is not None else ""
+                parts.append(f"seq {bucket}: {row['latency_ms']:.3f} ms{cost}")
+        if parts:
+            notes.append(
+                f"{spec.label} on a real {spec.instance_type}, roofline estimate per inference (a lower bound: no "
+                f"host transfer or launch overhead): {'; '.join(parts)}"
+            )
+    return notes
 
 
 def _notes(results: list[Any], local: bool, source: str, prices: Any) -> list[str]:

@@ -6,13 +6,16 @@ import argparse
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
+from scripts.box.up import DEFAULT_TARGETS
 from scripts.errors import SageboxError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from scripts.box.up import DEFAULT_TARGETS
-
     p = sub.add_parser("up", help="build the demo artifacts and deploy them into an embedded AWS (no account)")
     p.add_argument(
         "--targets",
@@ -21,6 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--containers", action="store_true", help="run the real serving image (podman/Docker)")
     p.set_defaults(func=run_up)
+    p = sub.add_parser("demo", help="what `make demo` runs: a fresh local box, then the benchmark table")
+    p.add_argument("--containers", action="store_true", help="run the real serving image (podman/Docker)")
+    p.add_argument("--queries", type=int, default=200, help="benchmark requests per endpoint (default 200)")
+    p.set_defaults(func=run_demo)
     p = sub.add_parser("down", help="stop the local box, delete its stacks and temporary files (safe twice)")
     p.set_defaults(func=run_down)
     p = sub.add_parser("status", help="what the local box is running")
@@ -29,10 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @contextlib.contextmanager
 def _steps() -> Iterator[Callable[[str], contextlib.AbstractContextManager[Callable[[str], None]]]]:
-    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    console = Console()
+    from scripts.commands.common import console as make_console
+
+    console = make_console()
     with Progress(
         SpinnerColumn(finished_text="[green]✓"),
         TextColumn("{task.description}"),
@@ -59,20 +67,40 @@ def _steps() -> Iterator[Callable[[str], contextlib.AbstractContextManager[Calla
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from scripts.box.up import UpOptions, bring_up
+    from scripts.commands.common import console as make_console
     from scripts.paths import state_dir
 
     targets = _targets(args.targets)
     started = time.monotonic()
     with _steps() as step:
         state = bring_up(UpOptions(tuple(targets), args.containers, state_dir()), step)
-    console = Console()
+    console = make_console()
     console.print(
         f"\n[bold]SageMaker in a box is up[/] ({time.monotonic() - started:.0f} s): {len(state.endpoints)} endpoints"
     )
     _print_status(console)
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from scripts.box.down import tear_down
+    from scripts.commands import bench
+    from scripts.commands.common import console as make_console
+    from scripts.paths import state_dir
+
+    tear_down(state_dir(), lambda line: None)  # a box left from an earlier run is replaced
+    started = time.monotonic()
+    run_up(argparse.Namespace(targets=",".join(DEFAULT_TARGETS), containers=args.containers))
+    bench_args = bench.build_parser_defaults()
+    bench_args.queries = args.queries
+    bench.run(bench_args)
+    out = make_console()
+    out.print(
+        f"\n[bold]demo done in {time.monotonic() - started:.0f} s.[/] The endpoints are still up: "
+        "ask them with `.venv/bin/python scripts/invoke-INT8.py` (or -FP32), benchmark again with "
+        "`.venv/bin/sagebox bench`, stop everything with `.venv/bin/sagebox down`."
+    )
     return 0
 
 
@@ -96,15 +124,13 @@ def run_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_status(console: object) -> None:
-    from rich.console import Console
+def _print_status(console: Console) -> None:
     from rich.table import Table
 
     from scripts.box import processes
     from scripts.box.state import load_state
     from scripts.paths import state_dir
 
-    assert isinstance(console, Console)
     state = load_state(state_dir())
     if state is None:
         console.print("no local box is running (start one with `sagebox up`)")
@@ -123,7 +149,7 @@ def _print_status(console: object) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from scripts.commands.common import console as make_console
 
-    _print_status(Console())
+    _print_status(make_console())
     return 0

@@ -61,9 +61,9 @@ def _local_credentials() -> None:
 
 
 def run(args: argparse.Namespace, variant: str | None = None) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from scripts.commands.common import console as make_console
     from scripts.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
     from scripts.invoke import invoke_qa
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, variant: str | None = None) -> int:
         result = invoke_qa(runtime, endpoint, question, context, args.custom_attributes)
         latencies.append(result.latency_ms)
         table.add_row(question, result.answer, f"{result.score:.3f}", f"{result.latency_ms:.1f}")
-    console = Console()
+    console = make_console()
     console.print(table)
     latencies.sort()
     console.print(f"{len(latencies)} questions, median latency {latencies[len(latencies) // 2]:.1f} ms")
