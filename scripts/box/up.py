@@ -37,6 +37,8 @@ class UpOptions:
     targets: tuple[str, ...] = DEFAULT_TARGETS
     containers: bool = False
     state_dir: Path = Path(".sagebox")
+    # variant -> model.tar.gz to deploy; None builds (or reuses) the demo's MiniLM artifacts.
+    tarballs: dict[str, Path] | None = None
 
 
 def local_credentials() -> dict[str, str]:
@@ -143,8 +145,11 @@ def bring_up(options: UpOptions, step: Callable[[str], Any]) -> BoxState:
     if (existing := load_state(state_dir)) is not None and processes.alive(existing.aws_pid):
         raise SageboxError("a local box is already running: `sagebox down` first (or use it as it is)")
     targets = _check_targets(options.targets)
-    with step("demo artifacts: MiniLM QA as FP32, INT8 and Neuron") as say:
-        artifacts = demo_artifacts(say)
+    if options.tarballs is None:
+        with step("demo artifacts: MiniLM QA as FP32, INT8 and Neuron") as say:
+            tarballs = demo_artifacts(say).tarballs
+    else:
+        tarballs = options.tarballs
     state = BoxState(region=REGION, mode="containers" if options.containers else "processes")
     image_uri = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/sagebox-serving:latest"
     if options.containers:
@@ -158,7 +163,7 @@ def bring_up(options: UpOptions, step: Callable[[str], Any]) -> BoxState:
             save_state(state_dir, state)
         cloudformation, sagemaker, s3 = box_clients(state)
         with step(f"upload artifacts to s3://{ASSET_BUCKET}") as say:
-            model_data = _upload(s3, artifacts.tarballs, targets, say)
+            model_data = _upload(s3, tarballs, targets, say)
         with step(f"synthesize {len(targets)} endpoint stacks (CDK, cdk-nag)"):
             from infra.local import synth_templates
             from infra.targets import load_targets, select
@@ -205,6 +210,8 @@ def _upload(s3: Any, tarballs: dict[str, Path], targets: Sequence[str], say: Say
         variant = variants[target]
         if variant is None:
             raise SageboxError(f"target {target} names no variant: the box deploys the demo's fp32, int8 or neuron")
+        if variant not in tarballs:
+            raise SageboxError(f"target {target} needs a {variant} artifact, and none was given")
         if variant not in uploaded:
             result = upload_artifact(s3, tarballs[variant], ASSET_BUCKET, f"models/{variant}/model.tar.gz")
             say(f"{variant}: {result.bytes / 1e6:.1f} MB, sha256 {result.sha256[:12]}… verified by S3")
