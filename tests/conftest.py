@@ -22,16 +22,17 @@ def _stop_leftover_servers() -> Iterator[None]:
 
 
 def minilm_tokenizer_path() -> Path:
-    from scripts.pipeline.random_models import bundled_tokenizer
+    from scripts.pipeline.demo_models import minilm_source_dir
 
-    return bundled_tokenizer()
+    return minilm_source_dir() / "tokenizer.json"
 
 
 def make_tiny_hf_folder(path: Path, seed: int = 0) -> Path:
     """A Hugging Face folder: tiny random BertForQuestionAnswering + a real uncased WordPiece tokenizer."""
-    from scripts.pipeline.random_models import TINY, make_random_bert_folder
+    from scripts.pipeline.demo_models import TINY, make_random_bert_folder
 
-    return make_random_bert_folder(path, TINY, seed=seed, name="tiny-random-bert")
+    info = {"name": "tiny-random-bert", "license": "none: random weights"}
+    return make_random_bert_folder(path, TINY, info, seed=seed)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +20,9 @@ class Paths:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, repo: Path = REPO) -> Paths:
-        env = os.environ if env is None else env
-        state = Path(env.get("SAGEBOX_STATE_DIR") or repo / ".sagebox")
-        cache_home = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or "/root") / ".cache")
-        cache = Path(env.get("SAGEBOX_CACHE_DIR") or cache_home / "sagebox")
-        return cls(repo=repo, state=state, cache=cache)
+        from scripts.paths import cache_dir, state_dir
+
+        return cls(repo=repo, state=state_dir(env, repo), cache=cache_dir(env))
 
     @property
     def podman(self) -> Path:

