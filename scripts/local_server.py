@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +16,6 @@ from pathlib import Path
 from typing import Self
 
 from scripts.errors import SageboxError
-from scripts.paths import REPO
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -42,24 +39,11 @@ class LocalServer:
         cls, model_dir: Path, log_path: Path, port: int | None = None, env: Mapping[str, str] | None = None
     ) -> Self:
         """Start `python -m container serve` for `model_dir`; returns at once (see wait_ready)."""
+        from scripts.box.processes import popen
+
         port = port or free_port()
-        full_env = {
-            **os.environ,
-            "SAGEBOX_MODEL_DIR": str(model_dir),
-            "SAGEMAKER_BIND_TO_PORT": str(port),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])),
-            **(env or {}),
-        }
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as log_file:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "container", "serve"],
-                cwd=REPO,
-                env=full_env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        full_env = {"SAGEBOX_MODEL_DIR": str(model_dir), "SAGEMAKER_BIND_TO_PORT": str(port), **(env or {})}
+        process = popen(["-m", "container", "serve"], log_path, full_env)
         return cls(process, port, log_path)
 
     @classmethod

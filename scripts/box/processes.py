@@ -19,6 +19,12 @@ from scripts.paths import REPO
 
 def spawn(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> int:
     """Start `python <args>` detached (own session), logging to `log_path`; returns its pid."""
+    return popen(args, log_path, env).pid
+
+
+def popen(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`python <args>` from the repository, in its own session (signals reach its whole group), output appended
+    to `log_path`, the repository on PYTHONPATH."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {
         **os.environ,
@@ -26,7 +32,7 @@ def spawn(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = N
         **(env or {}),
     }
     with log_path.open("ab") as log:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, *args],
             cwd=REPO,
             env=full_env,
@@ -35,7 +41,6 @@ def spawn(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = N
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    return process.pid
 
 
 def alive(pid: int) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import stat
 import time
 import urllib.error
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scripts.errors import SageboxError
+from scripts.local_server import free_port
 
 if TYPE_CHECKING:
     import docker
@@ -72,12 +72,6 @@ def unreadable(model_dir: Path) -> list[Path]:
         if mode & needed != needed:
             found.append(path)
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_container(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +12,6 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.catalog import instances
 from infra.settings import AppSettings
 from tests.infra.model_tarballs import write_model_dir
 
@@ -68,36 +66,25 @@ def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
     return synthesized.templates
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("localhost", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     """A moto server on localhost whose SageMaker accepts every instance type of our catalog.
 
-    moto 5.2's endpoint-config enum predates c6i/inf2/trn1; the patch lives here, in tests only.
+    moto 5.2's endpoint-config enum predates c6i/inf2/trn1: the box's embedded AWS widens it the same way.
     """
-    from moto.sagemaker.models import FakeEndpointConfig
     from moto.server import ThreadedMotoServer
 
-    original = FakeEndpointConfig.validate_instance_type
+    from scripts.box.moto_server import accept_catalog_instance_types
+    from scripts.local_server import free_port
 
-    def validate_instance_type(self: FakeEndpointConfig, instance_type: str) -> None:
-        if instance_type not in instances():
-            original(self, instance_type)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(FakeEndpointConfig, "validate_instance_type", validate_instance_type)
-        port = free_port()
-        server = ThreadedMotoServer(ip_address="localhost", port=port, verbose=False)
-        server.start()
-        try:
-            yield f"http://localhost:{port}"
-        finally:
-            server.stop()
+    accept_catalog_instance_types()
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="localhost", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://localhost:{port}"
+    finally:
+        server.stop()
 
 
 def client(service: str, endpoint_url: str) -> Any:
