@@ -15,6 +15,7 @@ COMMANDS = (
     "serve",
     "quantize",
     "compile",
+    "build",
     "evaluate",
     "package",
     "upload",

@@ -11,6 +11,10 @@ from scripts.pipeline.squad_metric import SquadScore
 DEFAULT_MAX_F1_DROP = 1.0
 
 
+class GateFailed(SageboxError):
+    """INT8 lost more F1 than allowed; its model directory was removed."""
+
+
 @dataclass(frozen=True)
 class GateResult:
     fp32: SquadScore
