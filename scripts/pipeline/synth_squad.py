@@ -125,6 +125,9 @@ _ANIMALS = [
     "pony",
 ]
 _COLOURS = ["green", "crimson", "amber", "violet", "indigo", "silver", "orange", "teal"]
+_LANDS = ("rainforest", "woodland", "jungle", "cloud forest", "mangrove forest")
+_COUNT_WORDS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+_FRACTIONS = ("over half", "about a third", "nearly a quarter", "almost two thirds", "roughly a tenth")
 _FILLERS = (
     "The region is known for its mild winters.",
     "Local newspapers covered the story for weeks.",
@@ -161,6 +164,15 @@ _VALUES: dict[str, Callable[[random.Random], str]] = {
     "animal": lambda r: r.choice(_ANIMALS),
     "pet": lambda r: _name(r, (2, 2)),
     "colour": lambda r: r.choice(_COLOURS),
+    "forest": lambda r: f"{_name(r, (2, 3))} {r.choice(_LANDS)}",
+    "alias": lambda r: _name(r, (3, 4)),
+    "area": lambda r: _number(r, 120, 9000) + ",000",
+    "count": lambda r: r.choice(_COUNT_WORDS),
+    "country": lambda r: _name(r, (2, 3)),
+    "percent": lambda r: f"{r.randint(3, 79)}%",
+    "fraction": lambda r: r.choice(_FRACTIONS),
+    "species": lambda r: _number(r, 300, 40000),
+    "billions": lambda r: f"{r.randint(2, 900)} billion",
 }
 
 
@@ -299,6 +311,83 @@ RELATIONS: tuple[Relation, ...] = (
 )
 
 
+# Geography in the style of encyclopaedia paragraphs (names, areas, counts, shares, fractions).
+GEOGRAPHY: tuple[Relation, ...] = (
+    Relation(
+        "forest",
+        {"forest": "forest", "alias": "alias", "country": "country"},
+        (
+            "The {forest}, also known in English as {alias}, is a moist broadleaf forest in the north of {country}.",
+            "Also called {alias} in English, the {forest} covers most of the lowlands of {country}.",
+        ),
+        (
+            ("Which name is also used to describe the {forest} in English?", "alias"),
+            ("What is the {forest} also known as?", "alias"),
+            ("In which country does the {forest} lie?", "country"),
+        ),
+        (("What other English name does the {forest} have?", "alias"),),
+    ),
+    Relation(
+        "forest",
+        {"forest": "forest", "area": "area", "inner": "area"},
+        (
+            "Its basin encompasses {area} square kilometres, of which {inner} square kilometres are covered by "
+            "the {forest}.",
+            "The {forest} covers {inner} square kilometres of a basin of {area} square kilometres.",
+        ),
+        (
+            ("How many square kilometres of the {forest} is covered in the basin?", "inner"),
+            ("How many square kilometres does the basin of the {forest} encompass?", "area"),
+        ),
+        (("How large an area does the {forest} cover?", "inner"),),
+    ),
+    Relation(
+        "forest",
+        {"forest": "forest", "count": "count", "names": "count"},
+        (
+            "The region of the {forest} includes territory belonging to {count} nations, and states in {names} "
+            "of them carry its name.",
+            "Territory of {count} nations lies within the {forest}; {names} of them name a province after it.",
+        ),
+        (
+            ("How many nations control the region of the {forest} in total?", "count"),
+            ("How many nations name a province after the {forest}?", "names"),
+        ),
+        (("How many countries share the {forest}?", "count"),),
+    ),
+    Relation(
+        "forest",
+        {"forest": "forest", "country": "country", "percent": "percent", "second": "country"},
+        (
+            "Most of the {forest} lies within {country}, with {percent} of the forest, followed by {second}.",
+            "{country} holds {percent} of the {forest}, more than any other country, ahead of {second}.",
+        ),
+        (
+            ("What percentage of the {forest} does {country} have?", "percent"),
+            ("Which country contains most of the {forest}?", "country"),
+        ),
+        (("How much of the {forest} lies in {country}?", "percent"),),
+    ),
+    Relation(
+        "forest",
+        {"forest": "forest", "fraction": "fraction", "billions": "billions", "species": "species"},
+        (
+            "The {forest} represents {fraction} of the planet's remaining rainforests, with an estimated "
+            "{billions} individual trees divided into {species} species.",
+            "With {billions} trees of {species} species, the {forest} makes up {fraction} of the world's "
+            "remaining rainforests.",
+        ),
+        (
+            ("What does the {forest} represent of the planet's remaining rainforests?", "fraction"),
+            ("How many species of trees are in the {forest}?", "species"),
+            ("How many individual trees does the {forest} have?", "billions"),
+        ),
+        (("How many tree species grow in the {forest}?", "species"),),
+    ),
+)
+RELATIONS = RELATIONS + GEOGRAPHY
+
+
 @dataclass(frozen=True)
 class _Fact:
     text: str
@@ -333,7 +422,7 @@ def _paragraph(rng: random.Random) -> list[_Fact]:
         values: dict[str, str] = {}
         for slot, kind in relation.slots.items():
             pool = cast[kind]
-            reuse = kind in {"person", "firm"} and pool and rng.random() < 0.5
+            reuse = kind in {"person", "firm", "forest", "country"} and pool and rng.random() < 0.5
             value = rng.choice(pool) if reuse else _VALUES[kind](rng)
             while value in values.values():
                 value = _VALUES[kind](rng)
@@ -341,7 +430,7 @@ def _paragraph(rng: random.Random) -> list[_Fact]:
             if value not in pool:
                 pool.append(value)
         # An entity takes part in a relation at most once, so every question has exactly one answer.
-        keys = {(index, values[slot]) for slot, kind in relation.slots.items() if kind in {"person", "firm"}}
+        keys = {(index, values[slot]) for slot, kind in relation.slots.items() if kind in {"person", "firm", "forest"}}
         if keys & used:
             continue
         used |= keys
