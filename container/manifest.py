@@ -41,6 +41,8 @@ class QuantizationSpec(BaseModel):
     # torch.backends.quantized.engine the weights were packed for; the TorchScript handler selects it at load.
     engine: str | None = None
     calibration_method: str | None = None
+    # Op types the quantizer left in FP32 (accuracy-driven fallback).
+    fp32_op_types: list[str] = Field(default_factory=list)
 
 
 class CompileSpec(BaseModel):

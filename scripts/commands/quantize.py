@@ -49,12 +49,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-f1-drop", type=float, default=DEFAULT_MAX_F1_DROP, help="allowed INT8 F1 loss in points")
     p.add_argument("--no-fuse", action="store_true", help="skip ONNX Runtime's transformer fusions on the ONNX graph")
     p.add_argument("--threads", type=int, default=None, help="inference threads for evaluation (default: all CPUs)")
+    p.add_argument(
+        "--no-fallback",
+        action="store_true",
+        help="fail at once when INT8 trips the gate (default: retry with 7-bit weights, then FP32 attention)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from scripts.pipeline.quant_options import QuantizeOptions
+    from scripts.pipeline.quant_options import QuantizeOptions, fallbacks
     from scripts.pipeline.quantize_flow import QuantizeRequest, run_quantize
     from scripts.pipeline.report import quantize_table
 
@@ -76,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         max_f1_drop=args.max_f1_drop,
         threads=args.threads or default_threads(),
         fuse=not args.no_fuse,
+        fallbacks=() if args.no_fallback else fallbacks(options),
     )
     outcome = run_quantize(request, say=lambda line: err_console().print(f"[dim]{line}[/dim]"))
     if args.json:

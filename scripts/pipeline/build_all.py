@@ -43,13 +43,19 @@ def build_all(
     say: Callable[[str], None] = lambda _: None,
 ) -> Artifacts:
     from scripts.pipeline.package import package_model_dir
+    from scripts.pipeline.quant_options import QuantizeOptions, fallbacks
     from scripts.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
 
     quantized = work_dir / "quantized"
     if not (_verified(quantized / "fp32") and _verified(quantized / "int8")):
         outcome = run_quantize(
             QuantizeRequest(
-                model=model, out=quantized, eval_data=eval_data, calibration_data=calibration_data, threads=threads
+                model=model,
+                out=quantized,
+                eval_data=eval_data,
+                calibration_data=calibration_data,
+                threads=threads,
+                fallbacks=fallbacks(QuantizeOptions()),
             ),
             say=say,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -42,6 +43,8 @@ class QuantizeOptions:
     calibration_batches: int = DEFAULT_CALIBRATION_BATCHES
     calibration_batch_size: int = 1
     calibration_method: str = "auto"
+    # Op types left in FP32 (ONNX Runtime only), e.g. ("Attention",): slower, more accurate.
+    fp32_op_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -50,6 +53,8 @@ class QuantizeOptions:
             raise SageboxError(f"unknown quantization mode {self.mode!r}: choose {' or '.join(MODES)}")
         if self.calibration_batches < 1 or self.calibration_batch_size < 1:
             raise SageboxError("calibration needs at least one batch of at least one example")
+        if self.fp32_op_types and self.backend != "onnxruntime":
+            raise SageboxError("keeping op types in FP32 is supported with the onnxruntime backend only")
         allowed = CALIBRATION_METHODS[self.backend]
         if self.calibration_method != "auto" and self.calibration_method not in allowed:
             raise SageboxError(
@@ -77,4 +82,26 @@ class QuantizeOptions:
             format=("qdq" if static else "qoperator") if self.backend == "onnxruntime" else None,
             engine=TORCH_ENGINE if self.backend == "torch" else None,
             calibration_method=self.method if static else None,
+            fp32_op_types=list(self.fp32_op_types),
         )
+
+    def describe(self) -> str:
+        parts = [self.backend, self.mode, "per-channel" if self.per_channel else "per-tensor"]
+        if self.reduce_range:
+            parts.append("7-bit weights")
+        if self.fp32_op_types:
+            parts.append(f"{', '.join(self.fp32_op_types)} kept in FP32")
+        return " ".join(parts)
+
+
+def fallbacks(options: QuantizeOptions) -> tuple[QuantizeOptions, ...]:
+    """More conservative recipes to try, in order, when `options` trips the accuracy gate (accuracy-driven
+    quantization): 7-bit weights, then attention kept in FP32. Each is slower than the one before, never
+    slower than FP32."""
+    if options.backend != "onnxruntime" or options.mode != "dynamic":
+        return ()
+    candidates = [
+        dataclasses.replace(options, reduce_range=True),
+        dataclasses.replace(options, fp32_op_types=("Attention",)),
+    ]
+    return tuple(c for c in candidates if c != options)

@@ -58,6 +58,7 @@ def quantize_onnx_file(
     model = onnx.load(str(fp32_model))
     input_names = [i.name for i in model.graph.input]
     fused = any(node.domain == "com.microsoft" for node in model.graph.node)
+    kept_fp32 = [node.name for node in model.graph.node if node.op_type in options.fp32_op_types]
     # A graph fused by onnxruntime.transformers has contrib ops whose output types the quantizer cannot infer.
     extra: dict[str, object] = {"DefaultTensorType": onnx.TensorProto.FLOAT} if fused else {}
     with _quiet():
@@ -68,6 +69,7 @@ def quantize_onnx_file(
                 per_channel=options.per_channel,
                 reduce_range=options.reduce_range,
                 weight_type=QuantType.QInt8,
+                nodes_to_exclude=kept_fp32,
                 extra_options=extra,
             )
             return
@@ -107,6 +109,7 @@ def quantize_onnx_file(
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             calibrate_method=methods[options.method],
+            nodes_to_exclude=kept_fp32,
             # Weight MatMuls only: quantizing the attention score MatMuls (activation x activation) costs
             # accuracy for little speed.
             extra_options={

@@ -34,6 +34,8 @@ class QuantizeRequest:
     max_f1_drop: float = 1.0
     threads: int = 1
     fuse: bool = True
+    # Tried in order after `options` while the accuracy gate fails (see quant_options.fallbacks).
+    fallbacks: tuple[QuantizeOptions, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class QuantizeOutcome:
     int8_manifest: Manifest
     sizes: dict[str, int]
     calibration_note: str
+    attempts: tuple[dict[str, object], ...] = ()
 
     @property
     def int8_dir(self) -> Path | None:
@@ -62,6 +65,7 @@ class QuantizeOutcome:
             },
             "quantization": self.int8_manifest.quantization.model_dump() if self.int8_manifest.quantization else None,
             "calibration": self.calibration_note,
+            "attempts": list(self.attempts),
         }
 
 
@@ -103,24 +107,38 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
             feeds = calibration_batches(
                 calibration_examples, processor, options.calibration_batches, options.calibration_batch_size
             )
-        say(f"quantizing INT8 ({options.backend}, {options.mode}, per-channel={options.per_channel})")
-        int8_manifest = build_int8(request.model, staging / "fp32", staging / "int8", options, feeds, module)
+        say(f"evaluating FP32 on {len(eval_examples)} questions")
+        fp32_eval = evaluate_model_dir(staging / "fp32", eval_examples, predictor_options)
+        attempts: list[dict[str, object]] = []
+        for candidate in (options, *request.fallbacks):
+            say(f"quantizing INT8 ({candidate.describe()})")
+            int8_manifest = build_int8(request.model, staging / "fp32", staging / "int8", candidate, feeds, module)
+            say(f"evaluating INT8 on {len(eval_examples)} questions")
+            int8_eval = evaluate_model_dir(staging / "int8", eval_examples, predictor_options)
+            gate = check_gate(fp32_eval.score, int8_eval.score, request.max_f1_drop)
+            attempts.append({"options": candidate.describe(), "f1": int8_eval.score.f1, "passed": gate.passed})
+            if gate.passed:
+                break
+            say(gate.message())
         calibration_note = calibration_source
         if feeds:
             calibration_note += f"; {len(feeds)} batch(es) of up to {options.calibration_batch_size}"
             if len(feeds) < options.calibration_batches:
                 calibration_note += f" (fewer than the {options.calibration_batches} asked: the data ran out)"
-        say(f"evaluating FP32 on {len(eval_examples)} questions")
-        fp32_eval = evaluate_model_dir(staging / "fp32", eval_examples, predictor_options)
-        say(f"evaluating INT8 on {len(eval_examples)} questions")
-        int8_eval = evaluate_model_dir(staging / "int8", eval_examples, predictor_options)
-        gate = check_gate(fp32_eval.score, int8_eval.score, request.max_f1_drop)
         sizes = {"fp32": dir_bytes(staging / "fp32"), "int8": dir_bytes(staging / "int8")}
         if not gate.passed:
             # A rejected INT8 model must not be loadable or packageable by mistake.
             shutil.rmtree(staging / "int8")
         outcome = QuantizeOutcome(
-            request.out, fp32_eval, int8_eval, gate, fp32_manifest, int8_manifest, sizes, calibration_note
+            request.out,
+            fp32_eval,
+            int8_eval,
+            gate,
+            fp32_manifest,
+            int8_manifest,
+            sizes,
+            calibration_note,
+            tuple(attempts),
         )
         (staging / REPORT_NAME).write_text(json.dumps(outcome.report(), indent=2, sort_keys=True) + "\n")
     return outcome

@@ -185,7 +185,7 @@ class Relation:
     dev_questions: tuple[tuple[str, str], ...] = field(default=())  # wordings only the dev split asks
 
 
-RELATIONS: tuple[Relation, ...] = (
+BIOGRAPHY: tuple[Relation, ...] = (
     Relation(
         "p",
         {"p": "person", "city": "city", "year": "year"},
@@ -385,7 +385,7 @@ GEOGRAPHY: tuple[Relation, ...] = (
         (("How many tree species grow in the {forest}?", "species"),),
     ),
 )
-RELATIONS = RELATIONS + GEOGRAPHY
+RELATIONS: tuple[Relation, ...] = BIOGRAPHY + GEOGRAPHY
 
 
 @dataclass(frozen=True)
@@ -411,14 +411,14 @@ def _render(template: str, values: dict[str, str]) -> tuple[str, dict[str, tuple
     return "".join(out), spans
 
 
-def _paragraph(rng: random.Random) -> list[_Fact]:
+def _paragraph(rng: random.Random, relations: tuple[Relation, ...]) -> list[_Fact]:
     """Three to six facts about a shared cast, so every paragraph has same-kind distractors."""
     cast: dict[str, list[str]] = {kind: [] for kind in _VALUES}
     facts: list[_Fact] = []
     used: set[tuple[int, str]] = set()
     for _ in range(rng.randint(3, 6)):
-        index = rng.randrange(len(RELATIONS))
-        relation = RELATIONS[index]
+        index = rng.randrange(len(relations))
+        relation = relations[index]
         values: dict[str, str] = {}
         for slot, kind in relation.slots.items():
             pool = cast[kind]
@@ -439,13 +439,15 @@ def _paragraph(rng: random.Random) -> list[_Fact]:
     return facts
 
 
-def generate(n_questions: int, seed: int, split: str = "train") -> list[QAExample]:
+def generate(
+    n_questions: int, seed: int, split: str = "train", relations: tuple[Relation, ...] = RELATIONS
+) -> list[QAExample]:
     """`n_questions` labelled questions; split "dev" also draws the wordings reserved for it."""
     rng = random.Random(f"{split}:{seed}")
     examples: list[QAExample] = []
     article = 0
     while len(examples) < n_questions:
-        facts = _paragraph(rng)
+        facts = _paragraph(rng, relations)
         pieces: list[tuple[str, _Fact | None]] = [(f.text, f) for f in facts]
         for _ in range(rng.randint(0, 2)):
             pieces.insert(rng.randint(0, len(pieces)), (rng.choice(_FILLERS), None))

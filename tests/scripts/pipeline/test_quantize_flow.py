@@ -47,6 +47,46 @@ def test_gate_trips_when_int8_is_broken_on_purpose(
     assert report["int8"]["model_dir"] is None
 
 
+def test_a_failing_recipe_falls_back_to_the_next_one(
+    outlier_hf_folder: Path, self_consistent_json: Path, tmp_path: Path
+) -> None:
+    broken, sound = QuantizeOptions(per_channel=False), QuantizeOptions(per_channel=True)
+    request = QuantizeRequest(outlier_hf_folder, tmp_path / "out", self_consistent_json, broken, fallbacks=(sound,))
+    outcome = run_quantize(request)
+    assert outcome.gate.passed
+    assert [a["passed"] for a in outcome.attempts] == [False, True]
+    manifest = load_verified(tmp_path / "out" / "int8")
+    assert manifest.quantization is not None and manifest.quantization.per_channel
+    report = json.loads((tmp_path / "out" / REPORT_NAME).read_text())
+    assert [a["options"] for a in report["attempts"]] == [broken.describe(), sound.describe()]
+
+
+def test_default_fallbacks_grow_more_conservative() -> None:
+    from scripts.pipeline.quant_options import fallbacks
+
+    chain = fallbacks(QuantizeOptions())
+    assert [c.reduce_range for c in chain] == [True, False]
+    assert chain[1].fp32_op_types == ("Attention",)
+    assert fallbacks(QuantizeOptions(backend="torch")) == ()
+    with pytest.raises(SageboxError, match="onnxruntime backend only"):
+        QuantizeOptions(backend="torch", fp32_op_types=("Attention",))
+
+
+def test_attention_kept_in_fp32_is_left_unquantized(tiny_hf_folder: Path, tmp_path: Path) -> None:
+    import onnx
+
+    from scripts.pipeline.build import build_fp32
+    from scripts.pipeline.quantize import build_int8
+
+    build_fp32(tiny_hf_folder, tmp_path / "fp32")
+    options = QuantizeOptions(fp32_op_types=("Attention",))
+    manifest = build_int8(tiny_hf_folder, tmp_path / "fp32", tmp_path / "int8", options)
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "int8" / "model.onnx")).graph.node}
+    assert "Attention" in ops and "QAttention" not in ops
+    assert "DynamicQuantizeMatMul" in ops or "MatMulInteger" in ops
+    assert manifest.quantization is not None and manifest.quantization.fp32_op_types == ["Attention"]
+
+
 def test_threshold_is_configurable(outlier_hf_folder: Path, self_consistent_json: Path, tmp_path: Path) -> None:
     lenient = QuantizeRequest(
         outlier_hf_folder,
