@@ -472,10 +472,11 @@ def checks(result: Json, best_fp32: str, default_int8: str) -> Json:
 
 
 def print_tables(result: Json) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from scripts.commands.common import console as make_console
+
+    console = make_console()
     setup = result["setup"]
     table = Table(
         title=f"{setup['model']}, batch 1, seq {setup['seq']}, {setup['threads']} threads, "

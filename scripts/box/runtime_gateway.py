@@ -113,6 +113,18 @@ def create_gateway(
     )
 
 
+def spawn(routes: Path, log_path: Path, region: str = "us-east-1") -> tuple[str, int]:
+    """Start the gateway as a background process on a free port; (its URL, its pid) once it answers."""
+    from scripts.box import processes
+    from scripts.local_server import free_port
+
+    port = free_port()
+    args = ["-m", "scripts.box.runtime_gateway", "--routes", str(routes), "--port", str(port), "--region", region]
+    pid = processes.spawn(args, log_path)
+    processes.wait_http(f"http://127.0.0.1:{port}/ping", pid, log_path, timeout=60)
+    return f"http://localhost:{port}", pid
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Local SageMaker runtime gateway")
     parser.add_argument("--routes", type=Path, required=True)

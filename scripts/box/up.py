@@ -70,16 +70,12 @@ def start_embedded_aws(state: BoxState, state_dir: Path) -> None:
 
 
 def start_gateway(state: BoxState, state_dir: Path) -> None:
-    port = free_port()
-    log = state_dir / "logs" / "runtime-gateway.log"
+    from scripts.box import runtime_gateway
+
     routes = state_dir / ROUTES_FILE
     save_routes(routes, {})
-    pid = processes.spawn(
-        ["-m", "scripts.box.runtime_gateway", "--routes", str(routes), "--port", str(port), "--region", state.region],
-        log,
-    )
-    state.gateway_url, state.gateway_pid = f"http://localhost:{port}", pid
-    processes.wait_http(f"http://127.0.0.1:{port}/ping", pid, log, timeout=60)
+    log = state_dir / "logs" / "runtime-gateway.log"
+    state.gateway_url, state.gateway_pid = runtime_gateway.spawn(routes, log, state.region)
 
 
 def download_model(s3: Any, model_data_url: str, dest: Path) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from moto.server import ThreadedMotoServer
 
+from scripts.box import processes, runtime_gateway
 from scripts.box.moto_server import accept_catalog_instance_types
 from scripts.box.routes import Route, save_routes
 from scripts.local_server import LocalServer, free_port
@@ -42,16 +43,11 @@ def test_deploy_predict_delete_on_the_local_box(moto_url: str, tmp_path: Path) -
 
     model_dir = build_toy_model_dir(tmp_path / "model", minilm_tokenizer_path())
     routes = tmp_path / "routes.json"
-    gateway_port = free_port()
-    gateway = subprocess.Popen(
-        [sys.executable, "-m", "scripts.box.runtime_gateway", "--routes", str(routes), "--port", str(gateway_port)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    save_routes(routes, {})
+    gateway_url, gateway_pid = runtime_gateway.spawn(routes, tmp_path / "gateway.log")
     try:
         with LocalServer.start(model_dir, tmp_path / "server.log") as server:
-            session = box_session(moto_url, f"http://localhost:{gateway_port}", "us-east-1")
+            session = box_session(moto_url, gateway_url, "us-east-1")
             s3 = session.client("s3")
             s3.create_bucket(Bucket="artifacts")
             s3.put_object(Bucket="artifacts", Key="toy/model.tar.gz", Body=b"not used by the local server")
@@ -69,15 +65,6 @@ def test_deploy_predict_delete_on_the_local_box(moto_url: str, tmp_path: Path) -
             config = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
             assert config["ProductionVariants"][0]["InstanceType"] == "ml.c6i.2xlarge"
             save_routes(routes, {"nb-toy": Route("nb-toy", server.url)})
-            import time
-            import urllib.request
-
-            for _ in range(100):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{gateway_port}/ping", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.05)
             context = "The Amazon rainforest covers the Amazon basin."
             answer = predictor.predict({"question": "Which basin?", "context": context})
             assert context[answer["start"] : answer["end"]] == answer["answer"]
@@ -87,8 +74,7 @@ def test_deploy_predict_delete_on_the_local_box(moto_url: str, tmp_path: Path) -
             assert sm.list_endpoints()["Endpoints"] == []
             assert sm.list_models()["Models"] == []
     finally:
-        gateway.terminate()
-        gateway.wait(10)
+        processes.stop(gateway_pid)
 
 
 def test_deploy_refuses_bad_inputs_before_calling_aws() -> None:

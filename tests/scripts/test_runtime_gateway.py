@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ import botocore.config
 import pytest
 from botocore.exceptions import ClientError
 
+from scripts.box import processes, runtime_gateway
 from scripts.box.routes import Route, save_routes
 from scripts.local_server import LocalServer, free_port
 from tests.conftest import minilm_tokenizer_path
@@ -40,27 +39,11 @@ def gateway(backend: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> I
             "qa-down": Route("qa-down", f"http://127.0.0.1:{dead}"),
         },
     )
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scripts.box.runtime_gateway", "--routes", str(routes), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    import time
-    import urllib.request
-
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"{url}/ping", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.05)
+    url, pid = runtime_gateway.spawn(routes, routes.parent / "gateway.log")
     try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(10)
+        processes.stop(pid)
 
 
 def runtime(url: str) -> Any:
