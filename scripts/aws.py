@@ -16,6 +16,12 @@ class AwsOptions:
     profile: str | None = None
     endpoint_url: str | None = None  # every service (e.g. the embedded moto server)
     runtime_endpoint_url: str | None = None  # sagemaker-runtime only (e.g. the local runtime gateway)
+    local: bool = False  # the embedded AWS: fixed dummy credentials, never the user's real ones
+
+    @classmethod
+    def for_box(cls, region: str, aws_url: str, gateway_url: str) -> AwsOptions:
+        """The local box: every service at the embedded moto server, InvokeEndpoint at the runtime gateway."""
+        return cls(region=region, endpoint_url=aws_url, runtime_endpoint_url=gateway_url, local=True)
 
     @classmethod
     def from_env(cls, **overrides: str | None) -> AwsOptions:
@@ -26,11 +32,22 @@ class AwsOptions:
             "runtime_endpoint_url": os.environ.get("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return cls(
+            region=values["region"],
+            profile=values["profile"],
+            endpoint_url=values["endpoint_url"],
+            runtime_endpoint_url=values["runtime_endpoint_url"],
+        )
+
+
+LOCAL_KEY = "testing"  # what moto accepts; anything else would be sent to a real account
 
 
 def session(options: AwsOptions) -> boto3.session.Session:
-    return boto3.session.Session(profile_name=options.profile, region_name=options.region or "us-east-1")
+    region = options.region or "us-east-1"
+    if options.local:
+        return boto3.session.Session(aws_access_key_id=LOCAL_KEY, aws_secret_access_key=LOCAL_KEY, region_name=region)
+    return boto3.session.Session(profile_name=options.profile, region_name=region)
 
 
 def client(sess: boto3.session.Session, service: str, options: AwsOptions, **config: Any) -> Any:

@@ -41,17 +41,11 @@ class UpOptions:
     tarballs: dict[str, Path] | None = None
 
 
-def local_credentials() -> dict[str, str]:
-    """The embedded AWS accepts any key; these keep boto3 from looking for real ones."""
-    return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
-
-
 def box_clients(state: BoxState) -> tuple[Any, Any, Any]:
     """(cloudformation, sagemaker, s3) clients of the embedded AWS."""
     from scripts import aws
 
-    os.environ.update({k: v for k, v in local_credentials().items() if k not in os.environ})
-    options = aws.AwsOptions(region=state.region, endpoint_url=state.aws_url)
+    options = aws.AwsOptions.for_box(state.region, state.aws_url, state.gateway_url)
     session = aws.session(options)
     return (
         aws.client(session, "cloudformation", options),

@@ -55,7 +55,6 @@ def _endpoints(args: argparse.Namespace) -> tuple[list[Any], Any, bool]:
     from scripts import aws
     from scripts.benchmark import EndpointSpec
     from scripts.box.state import load_state
-    from scripts.box.up import local_credentials
     from scripts.paths import state_dir
 
     if args.endpoint:
@@ -77,14 +76,11 @@ def _endpoints(args: argparse.Namespace) -> tuple[list[Any], Any, bool]:
     unknown = [t for t in wanted if t not in box.endpoints]
     if unknown:
         raise SageboxError(f"the local box has no target(s) {', '.join(unknown)} (it has {', '.join(box.endpoints)})")
-    import os
-
-    os.environ.update({k: v for k, v in local_credentials().items() if k not in os.environ})
     specs = [
         EndpointSpec(t, box.endpoints[t].endpoint_name, box.endpoints[t].instance_type, box.endpoints[t].variant)
         for t in wanted
     ]
-    options = aws.AwsOptions(region=box.region, runtime_endpoint_url=args.runtime_url or box.gateway_url)
+    options = aws.AwsOptions.for_box(box.region, box.aws_url, args.runtime_url or box.gateway_url)
     return specs, aws.client(aws.session(options), "sagemaker-runtime", options), True
 
 

@@ -45,19 +45,12 @@ def resolve_endpoint(args: argparse.Namespace, variant: str | None) -> tuple[str
     if not endpoint:
         where = "no local box is running (start one with `sagebox up`)" if box is None else "the local box has none"
         raise SageboxError(f"which endpoint? pass --endpoint NAME ({where} for variant {variant})")
-    options = aws.AwsOptions.from_env(region=region, profile=args.profile, runtime_endpoint_url=runtime_url)
     if box is not None and runtime_url == box.gateway_url:
-        options = aws.AwsOptions(region=region, runtime_endpoint_url=runtime_url, endpoint_url=box.aws_url)
-        _local_credentials()
+        options = aws.AwsOptions.for_box(region or box.region, box.aws_url, box.gateway_url)
+    else:
+        options = aws.AwsOptions.from_env(region=region, profile=args.profile, runtime_endpoint_url=runtime_url)
     session = aws.session(options)
     return endpoint, aws.client(session, "sagemaker-runtime", options)
-
-
-def _local_credentials() -> None:
-    import os
-
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 
 def run(args: argparse.Namespace, variant: str | None = None) -> int:
