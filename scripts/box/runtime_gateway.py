@@ -16,7 +16,6 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,6 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route as HttpRoute
 
 from scripts.box.routes import RouteTable
+from scripts.box.upstream import HttpUpstream, Upstream, UpstreamTimeout, UpstreamUnavailable
 
 log = logging.getLogger("sagebox.runtime")
 
@@ -43,11 +43,9 @@ def aws_error(status: int, code: str, message: str, **extra: object) -> Response
     )
 
 
-def create_gateway(
-    routes_path: Path, region: str = "us-east-1", transport: httpx.AsyncBaseTransport | None = None
-) -> Starlette:
+def create_gateway(routes_path: Path, region: str = "us-east-1", upstream: Upstream | None = None) -> Starlette:
     table = RouteTable(routes_path)
-    client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=2.0), transport=transport)
+    client = upstream or HttpUpstream(timeout_s=60.0, connect_timeout_s=2.0)
 
     async def invoke(request: Request) -> Response:
         name = request.path_params["name"]
@@ -62,17 +60,17 @@ def create_gateway(
             if name_in in request.headers:
                 headers[name_in] = request.headers[name_in]
         try:
-            upstream = await client.post(f"{route.url}/invocations", content=body, headers=headers)
-        except httpx.TimeoutException:
+            upstream = await client.post(route.url, "/invocations", body, headers)
+        except UpstreamTimeout:
             return aws_error(
                 424, "ModelError", "Model container did not respond within 60 seconds.", OriginalStatusCode=504
             )
-        except httpx.TransportError as exc:
+        except UpstreamUnavailable as exc:
             log.warning("endpoint %s unreachable at %s: %s", name, route.url, exc)
             return aws_error(503, "ServiceUnavailable", f"Endpoint {name} is not reachable; is it running?")
         log_stream = f"arn:aws:logs:{region}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/{name}"
         if upstream.status_code >= 400:
-            original = upstream.text[:4096]
+            original = upstream.body.decode("utf-8", errors="replace")[:4096]
             kind = "client" if upstream.status_code < 500 else "server"
             message = (
                 f'Received {kind} error ({upstream.status_code}) from primary with message "{original}". '
@@ -90,7 +88,7 @@ def create_gateway(
         if CUSTOM_ATTRIBUTES.lower() in upstream.headers:
             out_headers[CUSTOM_ATTRIBUTES] = upstream.headers[CUSTOM_ATTRIBUTES.lower()]
         return Response(
-            upstream.content,
+            upstream.body,
             status_code=200,
             media_type=upstream.headers.get("content-type", "application/octet-stream"),
             headers=out_headers,
