@@ -48,6 +48,8 @@ def _load(state: ModelState, settings: ServerSettings) -> Predictor | None:
     started = time.perf_counter()
     options = PredictorOptions(
         threads=settings.intra_op_threads,
+        spin_wait=settings.spin_wait,
+        flush_denormals=settings.flush_denormals,
         doc_stride=settings.doc_stride,
         max_answer_tokens=settings.max_answer_tokens,
         max_batch_size=settings.max_batch_size,
@@ -67,13 +69,19 @@ def _load(state: ModelState, settings: ServerSettings) -> Predictor | None:
 
 
 async def _load_and_start(state: ModelState, settings: ServerSettings) -> None:
-    predictor = await asyncio.to_thread(_load, state, settings)
-    if predictor is None:
-        return
+    def run_batch(features: list[Feature]) -> list[Logits]:
+        assert state.predictor is not None
+        return state.predictor.run(features)
+
     batcher: MicroBatcher[Feature, Logits] = MicroBatcher(
-        predictor.run, settings.max_batch_size, settings.max_batch_wait_ms / 1000.0
+        run_batch, settings.max_batch_size, settings.max_batch_wait_ms / 1000.0
     )
     batcher.start()
+    # Load on the thread that will run inference: runtimes set per-thread state (flush-to-zero) at load.
+    predictor = await batcher.call(lambda: _load(state, settings))
+    if predictor is None:
+        await batcher.close()
+        return
     state.predictor, state.batcher = predictor, batcher
     state.status = "ready"
     m = predictor.manifest

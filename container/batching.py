@@ -5,12 +5,14 @@ batch (up to `max_batch_size`); an idle server dispatches a request at once unle
 wait for company. So a lone request pays no batching delay and a busy server fills its batches.
 
 All bookkeeping runs as event-loop callbacks (no consumer task): a request costs one future and one hop to
-the inference thread and back.
+the inference thread and back. `call()` runs other work on the inference thread, between batches: loading the
+model there gives inference the thread state the runtime set up at load (e.g. denormals flushed to zero).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections import deque
@@ -20,6 +22,7 @@ from typing import Generic, TypeVar
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+T = TypeVar("T")
 
 
 class BatcherClosed(RuntimeError):
@@ -54,6 +57,14 @@ class _Job(Generic[In, Out]):
 _Entry = tuple[_Job[In, Out], int, In]
 
 
+@dataclass
+class _Call:
+    """A function to run on the inference thread, and the future that gets its result."""
+
+    fn: Callable[[], object]
+    future: asyncio.Future[object]
+
+
 class MicroBatcher(Generic[In, Out]):
     def __init__(
         self, run_batch: Callable[[list[In]], Sequence[Out]], max_batch_size: int, max_wait_s: float = 0.0
@@ -68,7 +79,7 @@ class MicroBatcher(Generic[In, Out]):
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._inbox: queue.SimpleQueue[list[_Entry[In, Out]] | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[list[_Entry[In, Out]] | _Call | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name="inference", daemon=True)
         self.stats = BatchStats()
 
@@ -76,6 +87,14 @@ class MicroBatcher(Generic[In, Out]):
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             self._thread.start()
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        """fn() run on the inference thread (after any batch already running there)."""
+        if self._closed or self._loop is None:
+            raise BatcherClosed("the server is shutting down")
+        future: asyncio.Future[object] = self._loop.create_future()
+        self._inbox.put(_Call(fn, future))
+        return await future  # type: ignore[return-value]  # the future holds fn's result
 
     async def submit(self, values: Sequence[In]) -> list[Out]:
         """Results for `values`, in order; they may share model calls with other requests' values."""
@@ -120,6 +139,9 @@ class MicroBatcher(Generic[In, Out]):
             batch = self._inbox.get()
             if batch is None:
                 return
+            if isinstance(batch, _Call):
+                self._run_call(batch)
+                continue
             try:
                 results = self._run_batch([value for _, _, value in batch])
                 if len(results) != len(batch):
@@ -132,6 +154,24 @@ class MicroBatcher(Generic[In, Out]):
                 self._loop.call_soon_threadsafe(self._finish, batch, outcome)
             except RuntimeError:  # the loop is closed: nobody is waiting any more
                 return
+
+    def _run_call(self, call: _Call) -> None:
+        try:
+            result, error = call.fn(), None
+        except Exception as exc:
+            result, error = None, exc
+        assert self._loop is not None
+
+        def settle() -> None:
+            if call.future.done():
+                return
+            if error is not None:
+                call.future.set_exception(error)
+            else:
+                call.future.set_result(result)
+
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+            self._loop.call_soon_threadsafe(settle)
 
     def _finish(self, batch: list[_Entry[In, Out]], outcome: Sequence[Out] | BaseException) -> None:
         self._busy = False

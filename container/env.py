@@ -20,6 +20,8 @@ MAX_ANSWER_TOKENS = "SAGEBOX_MAX_ANSWER_TOKENS"
 MAX_FEATURES_PER_REQUEST = "SAGEBOX_MAX_FEATURES_PER_REQUEST"
 MAX_BODY_BYTES = "SAGEBOX_MAX_BODY_BYTES"
 INTRA_OP_THREADS = "SAGEBOX_INTRA_OP_THREADS"
+SPIN_WAIT = "SAGEBOX_SPIN_WAIT"
+FLUSH_DENORMALS = "SAGEBOX_FLUSH_DENORMALS"
 DRAIN_SECONDS = "SAGEBOX_DRAIN_SECONDS"
 LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
 
@@ -56,6 +58,17 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float) ->
     if not value >= minimum:
         raise EnvError(f"{name} must be >= {minimum}, got {value}")
     return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise EnvError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")
 
 
 def available_cpus() -> int:
@@ -100,6 +113,8 @@ class ServerSettings:
     max_features_per_request: int
     max_body_bytes: int
     intra_op_threads: int
+    spin_wait: bool
+    flush_denormals: bool
     drain_seconds: int
     log_level: str
 
@@ -123,6 +138,9 @@ class ServerSettings:
             max_features_per_request=_int(env, MAX_FEATURES_PER_REQUEST, 256, 1),
             max_body_bytes=_int(env, MAX_BODY_BYTES, SIX_MB, 1),
             intra_op_threads=_int(env, INTRA_OP_THREADS, default_threads, 1),
+            # Intra-op threads spin between the ops of a call (never after it); off saves CPU, costs latency.
+            spin_wait=_bool(env, SPIN_WAIT, True),
+            flush_denormals=_bool(env, FLUSH_DENORMALS, True),
             drain_seconds=_int(env, DRAIN_SECONDS, 25, 0, 30),
             log_level=log_level,
         )

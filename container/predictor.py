@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from container.handlers import Handler, HandlerError, handler_for
+from container.handlers import Handler, HandlerError, RuntimeOptions, handler_for
 from container.manifest import Manifest, load_verified, unlisted_files
 from container.qa import Answer, Feature, QAProcessor
 
@@ -25,6 +25,8 @@ Logits = tuple[np.ndarray, np.ndarray]
 @dataclass(frozen=True)
 class PredictorOptions:
     threads: int = 1
+    spin_wait: bool = True
+    flush_denormals: bool = True
     doc_stride: int = 128
     max_answer_tokens: int = 30
     max_batch_size: int = 8
@@ -47,7 +49,7 @@ class Predictor:
         if extra:
             log.warning("ignoring %d file(s) the manifest does not list: %s", len(extra), ", ".join(extra[:5]))
         handler = handler_for(manifest.runtime)
-        handler.load(model_dir, manifest, options.threads)
+        handler.load(model_dir, manifest, RuntimeOptions(options.threads, options.spin_wait, options.flush_denormals))
         processor = QAProcessor.from_file(
             str(model_dir / manifest.tokenizer.file),
             manifest.sequence_buckets,

@@ -356,6 +356,10 @@ def run(args: argparse.Namespace) -> Json:
         "default_int8": default_int8,
         "load_during_timing": timing_load,
     }
+    if not args.skip_runtime_checks:
+        say("checking the ONNX Runtime serving choices: layer-norm kernels, spin-wait, denormal flushing")
+        hidden = int(json.loads((hf_folder / "config.json").read_text()).get("hidden_size", 768))
+        result["runtime_checks"] = runtime_checks(work / default_int8, hidden, args.threads)
     if args.avx2_emulation:
         say("re-timing TorchScript variants with torch kernels capped at AVX2 (child process)")
         torch_names = [v.name for v in VARIANTS if v.backend == "torch"]
@@ -522,6 +526,17 @@ def print_tables(result: Json) -> None:
         f"machine: {machine['model']}; INT8 dot product: {machine['int8_dot_product']}; other processes kept "
         f"{load['cpus_busy_others']} CPU(s) busy on average while timing"
     )
+    checks = result.get("runtime_checks")
+    if checks:
+        kernels = checks["layer_norm_kernels"][0]
+        options = checks["runtime_options"]["p50_over_default"]
+        console.print(
+            f"ONNX Runtime choices: SkipLayerNormalization {kernels['p50_us']['skip_layer_norm']} us vs Add + "
+            f"LayerNormalization {kernels['p50_us']['add_then_layer_norm']} us at {kernels['shape']} (1 thread); "
+            "padded INT8 call vs the default (spin-wait on, denormals flushed): "
+            f"spin off x{options['spin_off_flush_on']}, no flush x{options['spin_on_flush_off']}, "
+            f"neither x{options['spin_off_flush_off']}"
+        )
     for line in result.get("notes", [])[2:]:
         console.print(f"note: {line}")
 
@@ -531,6 +546,21 @@ def write_json(result: Json, out: Path) -> None:
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, out)
+
+
+def runtime_checks(int8_dir: Path, hidden: int, threads: int) -> Json:
+    """The measurements behind container/handlers/onnx.py's settings, on this machine."""
+    from scripts.pipeline import runtime_checks as checks
+
+    buckets = load_verified(int8_dir).sequence_buckets
+    bucket = 128 if 128 in buckets else buckets[0]
+    return {
+        "layer_norm_kernels": [
+            checks.layer_norm_kernels(bucket, hidden, 1),
+            checks.layer_norm_kernels(bucket, hidden, threads),
+        ],
+        "runtime_options": checks.runtime_options(int8_dir, bucket, threads),
+    }
 
 
 def child_latency(args: argparse.Namespace) -> int:
@@ -562,6 +592,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-accuracy", action="store_true", help="no MiniLM EM/F1 section")
     p.add_argument("--no-package", dest="package", action="store_false", help="skip the model.tar.gz sizes")
     p.add_argument("--no-avx2-emulation", dest="avx2_emulation", action="store_false")
+    p.add_argument("--skip-runtime-checks", action="store_true", help="no layer-norm / spin / denormal section")
     p.add_argument("--child-latency", nargs=2, metavar=("WORK", "NAMES"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 

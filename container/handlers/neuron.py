@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from container.handlers.base import MODEL_INPUTS, HandlerError, ModelInputs
+from container.handlers.base import MODEL_INPUTS, HandlerError, ModelInputs, RuntimeOptions
 from container.manifest import Manifest
 from neuron_emu.errors import NeuronEmuError
 from neuron_emu.runtime import describe, dynamic_batch, error_message
@@ -21,10 +21,10 @@ class NeuronHandler:
         self._module: torch.jit.ScriptModule | None = None
         self._buckets: frozenset[int] = frozenset()
 
-    def load(self, model_dir: Path, manifest: Manifest, threads: int) -> None:
+    def load(self, model_dir: Path, manifest: Manifest, runtime: RuntimeOptions) -> None:
         if manifest.compile is None:
             raise HandlerError("a neuron model's manifest must record how it was compiled (the compile section)")
-        torch.set_num_threads(threads)
+        torch.set_num_threads(runtime.threads)
         libraries = [model_dir / name for name in manifest.compile.custom_op_libraries]
         try:
             module = load_traced(model_dir / manifest.model_file, custom_op_libraries=list(libraries))

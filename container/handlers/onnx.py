@@ -7,8 +7,13 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from container.handlers.base import HandlerError, ModelInputs
+from container.handlers.base import HandlerError, ModelInputs, RuntimeOptions
 from container.manifest import Manifest
+
+# The CPU kernel of SkipLayerNormalization is several times slower than Add + LayerNormalization in ONNX Runtime
+# 1.32 (236 vs 37 us at [1, 128, 384], one thread): keep residual adds and layer norms apart. Measured by
+# scripts/bench_models.py ("layer_norm_kernels").
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 
 
 class OnnxRuntimeHandler:
@@ -16,16 +21,22 @@ class OnnxRuntimeHandler:
         self._session: ort.InferenceSession | None = None
         self._input_names: list[str] = []
 
-    def load(self, model_dir: Path, manifest: Manifest, threads: int) -> None:
+    def load(self, model_dir: Path, manifest: Manifest, runtime: RuntimeOptions) -> None:
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = runtime.threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Spinning threads burn the CPUs that tokenization and the HTTP loop need between batches.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if runtime.spin_wait else "0")
+        # Spin between the ops of a call, not after it: an idle endpoint leaves its CPUs to the HTTP loop, the
+        # tokenizer and its neighbours (interleaved in one process, spinning sessions otherwise slow each other 2x).
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+        options.add_session_config_entry("session.set_denormal_as_zero", "1" if runtime.flush_denormals else "0")
         try:
             self._session = ort.InferenceSession(
-                str(model_dir / manifest.model_file), options, providers=["CPUExecutionProvider"]
+                str(model_dir / manifest.model_file),
+                options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=list(DISABLED_OPTIMIZERS),
             )
         except Exception as exc:  # onnxruntime raises its own untyped exceptions
             raise HandlerError(f"ONNX Runtime cannot load {manifest.model_file}: {str(exc).splitlines()[0]}") from None

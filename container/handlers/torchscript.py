@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from container.handlers.base import MODEL_INPUTS, HandlerError, ModelInputs
+from container.handlers.base import MODEL_INPUTS, HandlerError, ModelInputs, RuntimeOptions
 from container.manifest import Manifest
 
 
@@ -15,8 +15,9 @@ class TorchScriptHandler:
     def __init__(self) -> None:
         self._module: torch.jit.ScriptModule | None = None
 
-    def load(self, model_dir: Path, manifest: Manifest, threads: int) -> None:
-        torch.set_num_threads(threads)
+    def load(self, model_dir: Path, manifest: Manifest, runtime: RuntimeOptions) -> None:
+        torch.set_num_threads(runtime.threads)
+        torch.set_flush_denormal(runtime.flush_denormals)
         engine = manifest.quantization.engine if manifest.quantization else None
         if engine:
             # Quantized weights are repacked for the current engine at load: use the one they were made for.

@@ -7,6 +7,9 @@ from collections.abc import Callable
 from scripts.paths import cache_dir
 from scripts.pipeline.build_all import Artifacts
 
+# Bumped when the artifacts built from the same demo model change: 2 keeps residual adds apart from layer norms.
+ARTIFACTS_VERSION = 2
+
 
 def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
     from container.env import available_cpus
@@ -14,7 +17,7 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
     from scripts.pipeline.demo_models import minilm_squad
 
     demo = minilm_squad(progress=say)
-    root = cache_dir() / "artifacts" / demo.folder.name
+    root = cache_dir() / "artifacts" / f"{demo.folder.name}-a{ARTIFACTS_VERSION}"
     return build_all(
         demo.folder,
         demo.dev_data,

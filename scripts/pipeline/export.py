@@ -57,12 +57,15 @@ FUSABLE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert"
 
 
 def fuse_onnx(path: Path, config: dict[str, object]) -> dict[str, int]:
-    """Rewrite `path` in place with ONNX Runtime's transformer fusions (Attention, SkipLayerNorm...).
+    """Rewrite `path` in place with ONNX Runtime's transformer fusions (Attention, EmbedLayerNorm, BiasGelu...).
 
-    Offline Python fusions only (opt_level 0): the file stays portable across CPUs. Returns fused-op counts.
+    Offline Python fusions only (opt_level 0): the file stays portable across CPUs. Residual adds stay apart from
+    their layer norms: ONNX Runtime's SkipLayerNormalization CPU kernel is the slower form (see
+    container/handlers/onnx.py). Returns fused-op counts.
     """
     import logging
 
+    from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
     if config.get("model_type") not in FUSABLE_MODEL_TYPES:
@@ -75,7 +78,16 @@ def fuse_onnx(path: Path, config: dict[str, object]) -> dict[str, int]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = optimize_model(str(path), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
+            fusions = FusionOptions("bert")
+            fusions.enable_skip_layer_norm = False
+            model = optimize_model(
+                str(path),
+                model_type="bert",
+                num_heads=heads,
+                hidden_size=hidden,
+                opt_level=0,
+                optimization_options=fusions,
+            )
             counts = {op: n for op, n in model.get_fused_operator_statistics().items() if n}
             if counts.get("Attention", 0) == 0:
                 return {}

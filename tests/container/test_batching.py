@@ -100,3 +100,27 @@ def test_a_failing_batch_fails_its_callers_and_the_batcher_goes_on() -> None:
             await batcher.submit([5])
 
     run(main())
+
+
+def test_call_runs_on_the_inference_thread_and_reports_errors() -> None:
+    async def main() -> None:
+        seen: list[str] = []
+
+        def record_thread(values: list[int]) -> list[int]:
+            seen.append(threading.current_thread().name)
+            return values
+
+        batcher = MicroBatcher(record_thread, max_batch_size=4)
+        batcher.start()
+        loaded_on = await batcher.call(lambda: threading.current_thread().name)
+        await batcher.submit([1])
+        with pytest.raises(ValueError, match="cannot load"):
+            await batcher.call(lambda: (_ for _ in ()).throw(ValueError("cannot load")))
+        assert await batcher.submit([2]) == [2]  # a failed call leaves the thread serving
+        await batcher.close()
+        assert loaded_on == seen[0] == seen[1] == "inference"
+        assert loaded_on != threading.current_thread().name
+        with pytest.raises(BatcherClosed):
+            await batcher.call(lambda: None)
+
+    run(main())

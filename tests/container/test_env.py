@@ -17,6 +17,8 @@ def test_defaults_follow_the_sagemaker_contract() -> None:
     assert s.max_body_bytes == 6 * 1024 * 1024
     assert s.intra_op_threads == env.available_cpus()
     assert s.drain_seconds <= 30
+    assert s.spin_wait is True  # ONNX Runtime's own default
+    assert s.flush_denormals is True
 
 
 def test_sagemaker_variables_are_honoured() -> None:
@@ -27,11 +29,14 @@ def test_sagemaker_variables_are_honoured() -> None:
             env.MODEL_SERVER_TIMEOUT: "15",
             env.MODEL_DIR: "/models/x",
             env.MAX_BATCH_WAIT_MS: "2.5",
+            env.SPIN_WAIT: "off",
+            env.FLUSH_DENORMALS: "0",
         }
     )
     assert (s.port, s.workers, s.timeout_s, s.model_dir) == (9000, 2, 15, Path("/models/x"))
     assert s.intra_op_threads == max(1, env.available_cpus() // 2)  # CPUs are shared between workers
     assert s.max_batch_wait_ms == 2.5
+    assert s.spin_wait is False and s.flush_denormals is False
 
 
 @pytest.mark.parametrize(
@@ -42,6 +47,7 @@ def test_sagemaker_variables_are_honoured() -> None:
         (env.MODEL_SERVER_WORKERS, "0", "in [1, 64]"),
         (env.MAX_BATCH_WAIT_MS, "-1", ">= 0.0"),
         (env.LOG_LEVEL, "loud", "must be one of"),
+        (env.SPIN_WAIT, "sometimes", "must be 1/true"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, fragment: str) -> None:

@@ -329,7 +329,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(toy_model_dir: Path, tmp_
 
 
 def test_request_exceeding_the_model_server_timeout_is_504(tmp_path: Path) -> None:
-    model_dir = build_toy_model_dir(tmp_path / "model", minilm_tokenizer_path(), slow_steps=20000)
+    model_dir = build_toy_model_dir(tmp_path / "model", minilm_tokenizer_path(), slow_steps=100000)
     proc = start_server(model_dir, tmp_path / "server.log", SAGEMAKER_MODEL_SERVER_TIMEOUT="1")
     try:
         proc.wait_ready()

@@ -38,12 +38,12 @@ class ToyQA(nn.Module):
         if bool((input_ids == self.slow_id).any()):
             x = torch.ones(128, 128) / 128.0
             for _ in range(self.slow_steps):
-                x = torch.tanh(x @ x)
+                x = torch.tanh(x @ x + 1.0)  # stays near 1: no denormals, whatever the CPU flags
             logits = logits + x.mean() * 0.0
         return logits[..., 0].contiguous(), logits[..., 1].contiguous()
 
 
-def build_toy_model_dir(out: Path, tokenizer_path: Path, slow_steps: int = 10000) -> Path:
+def build_toy_model_dir(out: Path, tokenizer_path: Path, slow_steps: int = 40000) -> Path:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_path))

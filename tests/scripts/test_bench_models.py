@@ -50,6 +50,13 @@ def test_bench_runs_end_to_end_on_a_tiny_model(tiny_hf_folder: Path, tmp_path: P
     assert result["default_int8"] in result["tarball_bytes"]
     assert "avx2" in result["machine"]["flags"]
     assert result["load_during_timing"]["wall_s"] > 0
+    kernels = result["runtime_checks"]["layer_norm_kernels"]
+    assert [k["threads"] for k in kernels] == [1, 1]
+    assert all(v > 0 for k in kernels for v in k["p50_us"].values())
+    options = result["runtime_checks"]["runtime_options"]
+    assert set(options["variants"]) == {f"spin_{a}_flush_{b}" for a in ("on", "off") for b in ("on", "off")}
+    assert options["p50_over_default"]["spin_on_flush_on"] == 1.0
+    assert options["tokens"] < options["bucket"]  # the timed feature carries padding, like real requests
     emulation = result["torch_avx2_emulation"]
     assert "error" in emulation or set(emulation["variants"]) == {
         "fp32-torchscript",

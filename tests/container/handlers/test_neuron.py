@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import neuron_emu
-from container.handlers import HandlerError, handler_for
+from container.handlers import HandlerError, RuntimeOptions, handler_for
 from container.manifest import Manifest, SourceSpec, TokenizerSpec, hash_files, load_verified
 from neuron_emu.custom_op import LoadedLibrary
 from tests.neuron_emu.conftest import QAWrapper, run_python
@@ -57,7 +57,7 @@ def features(batch: int, seq: int) -> dict[str, np.ndarray]:
 
 def test_predict_every_batch_size_and_bucket(model_dir: Path, tiny_qa: QAWrapper) -> None:
     handler = handler_for("neuron")
-    handler.load(model_dir, load_verified(model_dir), threads=2)
+    handler.load(model_dir, load_verified(model_dir), RuntimeOptions(threads=2))
     for seq in BUCKETS:
         for batch in range(1, 9):
             inputs = features(batch, seq)
@@ -73,7 +73,7 @@ def test_predict_every_batch_size_and_bucket(model_dir: Path, tiny_qa: QAWrapper
 
 def test_predict_rejects_shapes_outside_the_contract(model_dir: Path) -> None:
     handler = handler_for("neuron")
-    handler.load(model_dir, load_verified(model_dir), threads=1)
+    handler.load(model_dir, load_verified(model_dir), RuntimeOptions(threads=1))
     with pytest.raises(HandlerError, match="sequence length 24 is not one of the buckets"):
         handler.predict(features(1, 24))
     with pytest.raises(HandlerError, match=r"batch size 9 is outside 1\.\.8"):
@@ -85,17 +85,17 @@ def test_load_needs_the_buckets_and_libraries_it_was_compiled_with(model_dir: Pa
     handler = handler_for("neuron")
     wider = manifest.model_copy(update={"sequence_buckets": [16, 32, 48]})
     with pytest.raises(HandlerError, match=r"buckets \[48\] the Neuron model was not compiled for"):
-        handler.load(model_dir, wider, threads=1)
+        handler.load(model_dir, wider, RuntimeOptions(threads=1))
     assert manifest.compile is not None
     no_libs = manifest.model_copy(update={"compile": manifest.compile.model_copy(update={"custom_op_libraries": []})})
     out = run_python(
         f"""
         from pathlib import Path
-        from container.handlers import HandlerError, handler_for
+        from container.handlers import HandlerError, RuntimeOptions, handler_for
         from container.manifest import Manifest
         manifest = Manifest.model_validate_json({no_libs.model_dump_json()!r})
         try:
-            handler_for("neuron").load(Path({str(model_dir)!r}), manifest, threads=1)
+            handler_for("neuron").load(Path({str(model_dir)!r}), manifest, RuntimeOptions(threads=1))
         except HandlerError as exc:
             print(exc)
         """
@@ -109,10 +109,10 @@ def test_handler_imports_no_transformers(model_dir: Path) -> None:
         f"""
         import json, sys
         from pathlib import Path
-        from container.handlers import handler_for
+        from container.handlers import RuntimeOptions, handler_for
         from container.manifest import load_verified
         handler = handler_for("neuron")
-        handler.load(Path({str(model_dir)!r}), load_verified(Path({str(model_dir)!r})), threads=1)
+        handler.load(Path({str(model_dir)!r}), load_verified(Path({str(model_dir)!r})), RuntimeOptions(threads=1))
         heavy = ("transformers", "infra", "onnxruntime")
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy)))
         """
