@@ -1,11 +1,15 @@
-"""Serving benchmark: HTTP overhead over a direct handler call, and micro-batching throughput.
+"""Serving benchmark: HTTP overhead over a direct handler call, the local runtime gateway's overhead, and
+micro-batching throughput.
 
     python scripts/bench_serving.py [--out .sagebox/bench/serving.json] [--int8-model-dir DIR]
 
 1. Overhead (tiny model, 1 thread each side): P50 of POST /invocations on the real server process minus the P50
    of the same work called in-process, measured interleaved (request, direct, request, direct, ...).
-2. Throughput (BERT-base dims, INT8): QPS of 8 concurrent clients vs one sequential client, with the
+2. Gateway (tiny model): the same request straight to the server, through the local runtime gateway, and through
+   the gateway with boto3's sagemaker-runtime client, interleaved.
+3. Throughput (BERT-base dims, INT8): QPS of 8 concurrent clients vs one sequential client, with the
    server's micro-batching on (max batch 8); and, for reference, 8 clients with batching off (max batch 1).
+   Three workloads: one-sentence contexts, SQuAD-style paragraphs, and the long rainforest paragraph.
 """
 
 from __future__ import annotations
@@ -44,6 +48,21 @@ def _squad_style_bodies(n: int = 64) -> list[bytes]:
     return [json.dumps({"question": e.question, "context": e.context}).encode() for e in generate(n, 7, "dev")]
 
 
+def _short_question_bodies(n: int = 64) -> list[bytes]:
+    """The same generated questions, each asked of only the sentence that holds its answer (20-60 tokens): FAQ- or
+    search-snippet-style traffic, where a model call is short enough for batching to pay."""
+    from scripts.pipeline.synth_squad import generate
+
+    bodies = []
+    for e in generate(n, 7, "dev"):
+        start = e.answers[0].start
+        left = e.context.rfind(". ", 0, start) + 2 if e.context.rfind(". ", 0, start) >= 0 else 0
+        right = e.context.find(". ", start)
+        sentence = e.context[left : right + 1 if right >= 0 else len(e.context)]
+        bodies.append(json.dumps({"question": e.question, "context": sentence}).encode())
+    return bodies
+
+
 class HttpInvoker:
     """One keep-alive connection per thread: the least client overhead Python can offer."""
 
@@ -51,10 +70,10 @@ class HttpInvoker:
         self.port = port
         self._conn: http.client.HTTPConnection | None = None
 
-    def __call__(self, body: bytes) -> bytes:
+    def __call__(self, body: bytes, path: str = "/invocations") -> bytes:
         if self._conn is None:
             self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        self._conn.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+        self._conn.request("POST", path, body, {"Content-Type": "application/json"})
         response = self._conn.getresponse()
         data = response.read()
         if response.status != 200:
@@ -104,7 +123,11 @@ def measure_overhead(model_dir: Path, rounds: int, log_dir: Path) -> dict[str, o
 
 def measure_throughput(model_dir: Path, queries: int, log_dir: Path) -> dict[str, object]:
     """QPS of 8 concurrent clients vs one, on two workloads: short SQuAD-style requests and the long paragraph."""
-    workloads = {"squad_style": _squad_style_bodies(), "long_paragraph": [_request_body(i) for i in range(8)]}
+    workloads = {
+        "short_questions": _short_question_bodies(),
+        "squad_style": _squad_style_bodies(),
+        "long_paragraph": [_request_body(i) for i in range(8)],
+    }
     results: dict[str, object] = {"model": str(model_dir), "queries_per_run": queries}
 
     def run(server_port: int, concurrency: int, bodies: list[bytes]) -> dict[str, float]:
@@ -144,6 +167,53 @@ def measure_throughput(model_dir: Path, queries: int, log_dir: Path) -> dict[str
     return results
 
 
+def measure_gateway(model_dir: Path, rounds: int, log_dir: Path) -> dict[str, object]:
+    """What the local runtime adds to an invoke: the same request straight to the serving process, through the
+    gateway with a bare HTTP client, and through the gateway with boto3's sagemaker-runtime client, interleaved."""
+    import boto3
+
+    from scripts.box import processes, runtime_gateway
+    from scripts.box.routes import Route, save_routes
+
+    body = _request_body(0)
+    with LocalServer.start(model_dir, log_dir / "gateway-backend.log") as server:
+        routes = log_dir / "routes.json"
+        save_routes(routes, {"bench": Route("bench", server.url)})
+        url, pid = runtime_gateway.spawn(routes, log_dir / "gateway.log")
+        try:
+            direct, gateway = HttpInvoker(server.port), HttpInvoker(int(url.rsplit(":", 1)[1]))
+            gateway_path = "/endpoints/bench/invocations"
+            runtime = boto3.client(
+                "sagemaker-runtime",
+                endpoint_url=url,
+                region_name="us-east-1",
+                aws_access_key_id="bench",
+                aws_secret_access_key="bench",
+            )
+            calls: dict[str, Callable[[], object]] = {
+                "direct_http": lambda: direct(body),
+                "gateway_http": lambda: gateway(body, gateway_path),
+                "gateway_boto3": lambda: runtime.invoke_endpoint(
+                    EndpointName="bench", Body=body, ContentType="application/json"
+                )["Body"].read(),
+            }
+            for _ in range(30):
+                for call in calls.values():
+                    call()
+            times: dict[str, list[float]] = {name: [] for name in calls}
+            for _ in range(rounds):
+                for name, call in calls.items():
+                    times[name].append(_timed(call))
+        finally:
+            processes.stop(pid)
+    summary = {name: summarize_ms(values) for name, values in times.items()}
+    return {
+        **summary,
+        "gateway_overhead_p50_ms": summary["gateway_http"]["p50_ms"] - summary["direct_http"]["p50_ms"],
+        "boto3_over_bare_http_p50_ms": summary["gateway_boto3"]["p50_ms"] - summary["gateway_http"]["p50_ms"],
+    }
+
+
 @contextmanager
 def _workdir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="sagebox-bench-") as tmp:
@@ -173,11 +243,17 @@ def main(argv: list[str] | None = None) -> int:
             f"vs handler +{overhead['overhead_p50_ms_vs_handler']:.2f} ms, "
             f"vs full in-process pipeline +{overhead['overhead_p50_ms_vs_pipeline']:.2f} ms (target <= 1 ms)"
         )
+        gateway = measure_gateway(tiny_fp32_dir(), args.rounds, work)
+        report["gateway"] = gateway
+        print(
+            f"local runtime gateway: +{gateway['gateway_overhead_p50_ms']:.2f} ms over a direct call at P50; "
+            f"boto3's client adds +{gateway['boto3_over_bare_http_p50_ms']:.2f} ms over a bare HTTP client"
+        )
         if not args.skip_throughput:
             model_dir = args.int8_model_dir or bert_base_int8_dir()
             throughput = measure_throughput(model_dir, args.queries, work)
             report["throughput"] = throughput
-            for name in ("squad_style", "long_paragraph"):
+            for name in ("short_questions", "squad_style", "long_paragraph"):
                 run = throughput[name]
                 assert isinstance(run, dict)
                 print(
