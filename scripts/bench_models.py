@@ -527,7 +527,7 @@ def print_tables(result: Json) -> None:
         f"{load['cpus_busy_others']} CPU(s) busy on average while timing"
     )
     checks = result.get("runtime_checks")
-    if checks:
+    if checks and "error" not in checks["runtime_options"]:
         kernels = checks["layer_norm_kernels"][0]
         options = checks["runtime_options"]["p50_over_default"]
         console.print(
@@ -559,7 +559,7 @@ def runtime_checks(int8_dir: Path, hidden: int, threads: int) -> Json:
             checks.layer_norm_kernels(bucket, hidden, 1),
             checks.layer_norm_kernels(bucket, hidden, threads),
         ],
-        "runtime_options": checks.runtime_options(int8_dir, bucket, threads),
+        "runtime_options": checks.runtime_options_in_child(int8_dir, bucket, threads),
     }
 
 

@@ -4,11 +4,15 @@
 - intra-op threads spinning within a call, and denormals flushed to zero, on a padded request.
 
 Each returns plain JSON for scripts/bench_models.py; timings are interleaved so noise hits every candidate alike.
+`runtime_options` must run in a process whose main thread has loaded no model (flush-to-zero is inherited by
+new threads): `python -m scripts.pipeline.runtime_checks MODEL_DIR BUCKET THREADS` runs it in a fresh one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import sys
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -129,3 +133,29 @@ def runtime_options(model_dir: Path, bucket: int, threads: int, rounds: int = 30
         "variants": summary,
         "p50_over_default": {name: round(s["p50_ms"] / default, 3) for name, s in summary.items()},
     }
+
+
+def runtime_options_in_child(model_dir: Path, bucket: int, threads: int, rounds: int = 30) -> Json:
+    """`runtime_options` in a fresh interpreter, so no earlier load in this process decides its threads' flags."""
+    import subprocess
+
+    args = [sys.executable, "-m", "scripts.pipeline.runtime_checks", str(model_dir), str(bucket), str(threads)]
+    out = subprocess.run([*args, str(rounds)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1]}
+    result: Json = json.loads(out.stdout)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) not in (3, 4):
+        print("usage: python -m scripts.pipeline.runtime_checks MODEL_DIR BUCKET THREADS [ROUNDS]", file=sys.stderr)
+        return 2
+    rounds = int(args[3]) if len(args) == 4 else 30
+    print(json.dumps(runtime_options(Path(args[0]), int(args[1]), int(args[2]), rounds)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
