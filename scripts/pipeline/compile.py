@@ -11,6 +11,9 @@ from scripts.pipeline.artifact import staged_dir, write_manifest
 from scripts.pipeline.build import buckets_for, source_spec
 from scripts.pipeline.hf_model import QAModule, check_model_folder, load_qa_module
 
+# Each bucket is a graph compiled for, and held in, NeuronCore memory: fewer and coarser than on CPU.
+NEURON_BUCKETS = (64, 128, 256, 384)
+
 
 def build_neuron(
     model_dir: Path,
@@ -26,7 +29,7 @@ def build_neuron(
 
     config = check_model_folder(model_dir)
     module = module or load_qa_module(model_dir)
-    buckets, max_length = buckets_for(config)
+    buckets, max_length = buckets_for(config, NEURON_BUCKETS)
     with staged_dir(out_dir) as staging:
         try:
             artifact = compile_qa(module, buckets, batch_size, compiler_args, staging)
