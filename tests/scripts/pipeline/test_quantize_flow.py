@@ -10,15 +10,22 @@ from scripts.errors import SageboxError
 from scripts.pipeline.quant_options import QuantizeOptions
 from scripts.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
 
+# A tiny random model has near-tied spans that INT8 rounding can flip (one of 40 answers costs 2.5 F1 points); a
+# sound recipe stays within this, a broken one loses more than 20 points (test_gate_trips_...).
+TINY_MODEL_MAX_F1_DROP = 5.0
+
 
 def test_quantize_builds_evaluates_and_keeps_a_passing_int8(
     outlier_hf_folder: Path, self_consistent_json: Path, tmp_path: Path
 ) -> None:
     lines: list[str] = []
-    outcome = run_quantize(QuantizeRequest(outlier_hf_folder, tmp_path / "out", self_consistent_json), say=lines.append)
+    request = QuantizeRequest(
+        outlier_hf_folder, tmp_path / "out", self_consistent_json, max_f1_drop=TINY_MODEL_MAX_F1_DROP
+    )
+    outcome = run_quantize(request, say=lines.append)
     assert outcome.gate.passed
     assert outcome.fp32.score.total == 40
-    assert outcome.gate.f1_drop <= 1.0
+    assert outcome.gate.f1_drop <= TINY_MODEL_MAX_F1_DROP
     assert load_verified(tmp_path / "out" / "fp32").variant == "fp32"
     assert load_verified(tmp_path / "out" / "int8").variant == "int8"
     report = json.loads((tmp_path / "out" / REPORT_NAME).read_text())
@@ -51,7 +58,14 @@ def test_a_failing_recipe_falls_back_to_the_next_one(
     outlier_hf_folder: Path, self_consistent_json: Path, tmp_path: Path
 ) -> None:
     broken, sound = QuantizeOptions(per_channel=False), QuantizeOptions(per_channel=True)
-    request = QuantizeRequest(outlier_hf_folder, tmp_path / "out", self_consistent_json, broken, fallbacks=(sound,))
+    request = QuantizeRequest(
+        outlier_hf_folder,
+        tmp_path / "out",
+        self_consistent_json,
+        broken,
+        max_f1_drop=TINY_MODEL_MAX_F1_DROP,
+        fallbacks=(sound,),
+    )
     outcome = run_quantize(request)
     assert outcome.gate.passed
     assert [a["passed"] for a in outcome.attempts] == [False, True]
