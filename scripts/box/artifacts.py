@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scripts.paths import cache_dir
+from scripts.pipeline.build import BUILD_RECIPE
 from scripts.pipeline.build_all import Artifacts
-
-# Bumped when the artifacts built from the same demo model change: 2 keeps residual adds apart from layer norms,
-# 3 has 32-token buckets up to 192 on CPU.
-ARTIFACTS_VERSION = 3
 
 
 def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
@@ -18,7 +15,7 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
     from scripts.pipeline.demo_models import minilm_squad
 
     demo = minilm_squad(progress=say)
-    root = cache_dir() / "artifacts" / f"{demo.folder.name}-a{ARTIFACTS_VERSION}"
+    root = cache_dir() / "artifacts" / f"{demo.folder.name}-r{BUILD_RECIPE}"
     return build_all(
         demo.folder,
         demo.dev_data,

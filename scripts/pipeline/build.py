@@ -16,6 +16,9 @@ from scripts.pipeline.hf_model import QAModule, check_model_folder, load_qa_modu
 # up to 192, where most SQuAD-style requests fall (BERT-base INT8 on SQuAD-style requests: +18% QPS sequential
 # and micro-batched, against 64/128/256/384).
 DEFAULT_BUCKETS = (64, 96, 128, 160, 192, 256, 320, 384)
+# Bumped when export choices change what the same model folder builds into (fusions, buckets), so cached
+# artifacts are rebuilt: 2 keeps residual adds apart from layer norms, 3 has 32-token CPU buckets up to 192.
+BUILD_RECIPE = 3
 MODEL_FILES: dict[str, str] = {"torchscript": "model.pt", "onnxruntime": "model.onnx"}
 FUSE_ONNX_BY_DEFAULT = True
 

@@ -223,10 +223,10 @@ def make_random_bert_folder(out: Path, dims: Mapping[str, Any], info: Mapping[st
 def tiny_fp32_dir(cache: Path | None = None) -> Path:
     """A tiny random BERT QA exported to ONNX FP32: for measuring serving overhead, not answers."""
     from container.manifest import ManifestError, load_verified
-    from scripts.pipeline.build import build_fp32
+    from scripts.pipeline.build import BUILD_RECIPE, build_fp32
 
     root = (cache or cache_root()) / "models" / f"tiny-random-bert-{BUILD_VERSION}"
-    out = root / "fp32-onnx"
+    out = root / f"fp32-onnx-r{BUILD_RECIPE}"
     try:
         load_verified(out)
         return out
@@ -241,13 +241,13 @@ def tiny_fp32_dir(cache: Path | None = None) -> Path:
 def bert_base_int8_dir(cache: Path | None = None) -> Path:
     """BERT-base dims (random weights) quantized with the default INT8 options: for serving throughput work."""
     from container.manifest import ManifestError, load_verified
-    from scripts.pipeline.build import build_fp32
+    from scripts.pipeline.build import BUILD_RECIPE, build_fp32
     from scripts.pipeline.quant_options import QuantizeOptions
     from scripts.pipeline.quantize import build_int8
 
     model = bert_base_dims(cache)
     options = QuantizeOptions()
-    out = model.folder.parent / f"{model.folder.name}-int8-{options.backend}-{options.mode}"
+    out = model.folder.parent / f"{model.folder.name}-int8-{options.backend}-{options.mode}-r{BUILD_RECIPE}"
     try:
         load_verified(out / "int8")
         return out / "int8"
