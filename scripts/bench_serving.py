@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / ".sagebox" / "bench" / "serving.json")
     parser.add_argument("--int8-model-dir", type=Path, help="an INT8 BERT-base model directory (built if absent)")
+    parser.add_argument("--small-model-dir", type=Path, help="the overhead tests' small model (default: tiny BERT)")
     parser.add_argument("--rounds", type=int, default=300, help="interleaved rounds for the overhead test")
     parser.add_argument("--queries", type=int, default=48, help="queries per throughput run")
     parser.add_argument("--skip-throughput", action="store_true")
@@ -236,14 +237,15 @@ def main(argv: list[str] | None = None) -> int:
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        overhead = measure_overhead(tiny_fp32_dir(), args.rounds, work)
+        small_model = args.small_model_dir or tiny_fp32_dir()
+        overhead = measure_overhead(small_model, args.rounds, work)
         report["overhead"] = overhead
         print(
             f"overhead: HTTP P50 {overhead['http_invocations']['p50_ms']:.2f} ms; "  # type: ignore[index]
             f"vs handler +{overhead['overhead_p50_ms_vs_handler']:.2f} ms, "
             f"vs full in-process pipeline +{overhead['overhead_p50_ms_vs_pipeline']:.2f} ms (target <= 1 ms)"
         )
-        gateway = measure_gateway(tiny_fp32_dir(), args.rounds, work)
+        gateway = measure_gateway(small_model, args.rounds, work)
         report["gateway"] = gateway
         print(
             f"local runtime gateway: +{gateway['gateway_overhead_p50_ms']:.2f} ms over a direct call at P50; "
