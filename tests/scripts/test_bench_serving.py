@@ -17,7 +17,9 @@ def test_benchmark_measures_overhead_gateway_and_throughput(tiny_onnx_model_dir:
     )
     assert code == 0
     report = json.loads(out.read_text())
-    overhead = report["overhead"]
+    assert set(report["overhead"]) == {"long_paragraph", "squad_style"}
+    assert report["overhead"]["long_paragraph"]["tokens"] > report["overhead"]["squad_style"]["tokens"]
+    overhead = report["overhead"]["squad_style"]
     assert overhead["rounds"] == 20
     handler, pipeline, served = (
         overhead[k]["p50_ms"] for k in ("direct_handler_call", "direct_full_pipeline", "http_invocations")
