@@ -31,6 +31,11 @@ class PredictorOptions:
     max_answer_tokens: int = 30
     max_batch_size: int = 8
 
+    @property
+    def runtime(self) -> RuntimeOptions:
+        """What the handler gets: how it may use the CPUs."""
+        return RuntimeOptions(self.threads, self.spin_wait, self.flush_denormals)
+
 
 class Predictor:
     def __init__(self, manifest: Manifest, handler: Handler, processor: QAProcessor, max_batch_size: int) -> None:
@@ -49,7 +54,7 @@ class Predictor:
         if extra:
             log.warning("ignoring %d file(s) the manifest does not list: %s", len(extra), ", ".join(extra[:5]))
         handler = handler_for(manifest.runtime)
-        handler.load(model_dir, manifest, RuntimeOptions(options.threads, options.spin_wait, options.flush_denormals))
+        handler.load(model_dir, manifest, options.runtime)
         processor = QAProcessor.from_file(
             str(model_dir / manifest.tokenizer.file),
             manifest.sequence_buckets,
