@@ -490,122 +490,129 @@ TensorAccessor<T, N, false> Tensor::accessor() & {
 // Like the hardware: each open stream caches a 4 KB window in the TCM pool (when the pool has room).
 constexpr size_t kStreamWindowBytes = 4096;
 
-template <class T>
-class TensorReadStreamAccessor {
+namespace detail {
+
+// What a read stream and a write stream share: the opened tensor, the cursor, and the leased TCM window.
+template <class T, bool Writable>
+class StreamCursor {
  public:
-  explicit TensorReadStreamAccessor(const Tensor& tensor) {
+  StreamCursor(const StreamCursor&) = delete;
+  StreamCursor& operator=(const StreamCursor&) = delete;
+
+ protected:
+  using pointer = std::conditional_t<Writable, T*, const T*>;
+  using TensorRef = std::conditional_t<Writable, Tensor&, const Tensor&>;
+  static constexpr int64_t kWindowElements = static_cast<int64_t>(kStreamWindowBytes / sizeof(T));
+
+  StreamCursor(TensorRef tensor, const char* what) {
     static_assert(ElementType<T>::supported, NEMU_ELEMENT_TYPE_MESSAGE);
-    data_ = static_cast<const T*>(
-        detail::open_accessor(tensor, ElementType<T>::dtype, -1, false, "read_stream_accessor"));
+    data_ = static_cast<pointer>(open_accessor(tensor, ElementType<T>::dtype, -1, Writable, what));
     storage_ = tensor.storage();
     numel_ = tensor.numel();
-    detail::stream_opened(*storage_, false, "read_stream_accessor");
+    stream_opened(*storage_, Writable, what);
     open_ = true;
-    window_ = static_cast<T*>(detail::tcm_lease(kStreamWindowBytes));
+    window_ = static_cast<T*>(tcm_lease(kStreamWindowBytes));
   }
-  TensorReadStreamAccessor(const TensorReadStreamAccessor&) = delete;
-  TensorReadStreamAccessor& operator=(const TensorReadStreamAccessor&) = delete;
-  TensorReadStreamAccessor(TensorReadStreamAccessor&& other) noexcept { *this = std::move(other); }
-  TensorReadStreamAccessor& operator=(TensorReadStreamAccessor&& other) noexcept {
-    if (this != &other) {
-      shutdown();
-      storage_ = std::move(other.storage_);
-      data_ = other.data_;
-      numel_ = other.numel_;
-      position_ = other.position_;
-      open_ = other.open_;
-      window_ = other.window_;
-      window_begin_ = other.window_begin_;
-      window_length_ = other.window_length_;
-      other.open_ = false;
-      other.window_ = nullptr;
-    }
-    return *this;
-  }
-  ~TensorReadStreamAccessor() { shutdown(); }
+  StreamCursor(StreamCursor&& other) noexcept { take(other); }
+  ~StreamCursor() { release(); }
 
-  T read() {
-    if (!open_) fail("TensorReadStreamAccessor::read() on a closed stream");
+  // Moves `other`'s stream here; the caller has released this one's.
+  void take(StreamCursor& other) noexcept {
+    storage_ = std::move(other.storage_);
+    data_ = other.data_;
+    numel_ = other.numel_;
+    position_ = other.position_;
+    open_ = other.open_;
+    window_ = other.window_;
+    window_begin_ = other.window_begin_;
+    window_length_ = other.window_length_;
+    other.open_ = false;
+    other.window_ = nullptr;
+  }
+  // Fails unless one more element can be read or written; `call` names the method for the message.
+  void check_next(const char* call) const {
+    if (!open_) fail(std::string(call) + " on a closed stream");
     if (position_ >= numel_) {
-      fail("TensorReadStreamAccessor::read() past the end of the stream (" + std::to_string(numel_) +
-           " elements)");
+      fail(std::string(call) + " past the end of the stream (" + std::to_string(numel_) + " elements)");
     }
-    if (window_ == nullptr) return data_[position_++];
-    if (position_ < window_begin_ || position_ >= window_begin_ + window_length_) {
-      window_begin_ = position_;
-      window_length_ = std::min<int64_t>(static_cast<int64_t>(kStreamWindowBytes / sizeof(T)), numel_ - position_);
-      std::memcpy(window_, data_ + window_begin_, static_cast<size_t>(window_length_) * sizeof(T));
-    }
-    return window_[position_++ - window_begin_];
   }
-  int close() {
-    shutdown();
-    return 0;
-  }
-
- private:
-  void shutdown() noexcept {
+  void release() noexcept {
     if (!open_) return;
     open_ = false;
-    detail::tcm_return(window_);
+    tcm_return(window_);
     window_ = nullptr;
-    detail::stream_closed(*storage_, false);
+    stream_closed(*storage_, Writable);
   }
+
   std::shared_ptr<Storage> storage_;
-  const T* data_ = nullptr;
+  pointer data_ = nullptr;
   int64_t numel_ = 0;
   int64_t position_ = 0;
   bool open_ = false;
-  T* window_ = nullptr;
+  T* window_ = nullptr;  // null when the TCM pool had no room: elements then go straight to the tensor
   int64_t window_begin_ = 0;
   int64_t window_length_ = 0;
 };
 
+}  // namespace detail
+
 template <class T>
-class TensorWriteStreamAccessor {
+class TensorReadStreamAccessor : detail::StreamCursor<T, false> {
+  using Base = detail::StreamCursor<T, false>;
+
  public:
-  explicit TensorWriteStreamAccessor(Tensor& tensor) {
-    static_assert(ElementType<T>::supported, NEMU_ELEMENT_TYPE_MESSAGE);
-    data_ = static_cast<T*>(detail::open_accessor(tensor, ElementType<T>::dtype, -1, true, "write_stream_accessor"));
-    storage_ = tensor.storage();
-    numel_ = tensor.numel();
-    detail::stream_opened(*storage_, true, "write_stream_accessor");
-    open_ = true;
-    window_ = static_cast<T*>(detail::tcm_lease(kStreamWindowBytes));
+  explicit TensorReadStreamAccessor(const Tensor& tensor) : Base(tensor, "read_stream_accessor") {}
+  TensorReadStreamAccessor(TensorReadStreamAccessor&& other) noexcept = default;
+  TensorReadStreamAccessor& operator=(TensorReadStreamAccessor&& other) noexcept {
+    if (this != &other) {
+      this->release();
+      this->take(other);
+    }
+    return *this;
   }
-  TensorWriteStreamAccessor(const TensorWriteStreamAccessor&) = delete;
-  TensorWriteStreamAccessor& operator=(const TensorWriteStreamAccessor&) = delete;
-  TensorWriteStreamAccessor(TensorWriteStreamAccessor&& other) noexcept { *this = std::move(other); }
+
+  T read() {
+    this->check_next("TensorReadStreamAccessor::read()");
+    if (this->window_ == nullptr) return this->data_[this->position_++];
+    if (this->position_ < this->window_begin_ || this->position_ >= this->window_begin_ + this->window_length_) {
+      this->window_begin_ = this->position_;
+      this->window_length_ = std::min<int64_t>(Base::kWindowElements, this->numel_ - this->position_);
+      std::memcpy(this->window_, this->data_ + this->window_begin_,
+                  static_cast<size_t>(this->window_length_) * sizeof(T));
+    }
+    return this->window_[this->position_++ - this->window_begin_];
+  }
+  int close() {
+    this->release();
+    return 0;
+  }
+};
+
+template <class T>
+class TensorWriteStreamAccessor : detail::StreamCursor<T, true> {
+  using Base = detail::StreamCursor<T, true>;
+
+ public:
+  explicit TensorWriteStreamAccessor(Tensor& tensor) : Base(tensor, "write_stream_accessor") {}
+  TensorWriteStreamAccessor(TensorWriteStreamAccessor&& other) noexcept = default;
   TensorWriteStreamAccessor& operator=(TensorWriteStreamAccessor&& other) noexcept {
     if (this != &other) {
       shutdown();
-      storage_ = std::move(other.storage_);
-      data_ = other.data_;
-      numel_ = other.numel_;
-      position_ = other.position_;
-      open_ = other.open_;
-      window_ = other.window_;
-      window_begin_ = other.window_begin_;
-      other.open_ = false;
-      other.window_ = nullptr;
+      this->take(other);
     }
     return *this;
   }
   ~TensorWriteStreamAccessor() { shutdown(); }
 
   void write(T value) {
-    if (!open_) fail("TensorWriteStreamAccessor::write() on a closed stream");
-    if (position_ >= numel_) {
-      fail("TensorWriteStreamAccessor::write() past the end of the stream (" + std::to_string(numel_) +
-           " elements)");
-    }
-    if (window_ == nullptr) {
-      data_[position_++] = value;
+    this->check_next("TensorWriteStreamAccessor::write()");
+    if (this->window_ == nullptr) {
+      this->data_[this->position_++] = value;
       return;
     }
-    if (position_ - window_begin_ == static_cast<int64_t>(kStreamWindowBytes / sizeof(T))) flush();
-    window_[position_ - window_begin_] = value;
-    ++position_;
+    if (this->position_ - this->window_begin_ == Base::kWindowElements) flush();
+    this->window_[this->position_ - this->window_begin_] = value;
+    ++this->position_;
   }
   // Flushes cached writes to the tensor: until then other accessors do not see them.
   int close() {
@@ -615,26 +622,17 @@ class TensorWriteStreamAccessor {
 
  private:
   void flush() noexcept {
-    if (window_ != nullptr && position_ > window_begin_) {
-      std::memcpy(data_ + window_begin_, window_, static_cast<size_t>(position_ - window_begin_) * sizeof(T));
+    if (this->window_ != nullptr && this->position_ > this->window_begin_) {
+      std::memcpy(this->data_ + this->window_begin_, this->window_,
+                  static_cast<size_t>(this->position_ - this->window_begin_) * sizeof(T));
     }
-    window_begin_ = position_;
+    this->window_begin_ = this->position_;
   }
   void shutdown() noexcept {
-    if (!open_) return;
+    if (!this->open_) return;
     flush();
-    open_ = false;
-    detail::tcm_return(window_);
-    window_ = nullptr;
-    detail::stream_closed(*storage_, true);
+    this->release();
   }
-  std::shared_ptr<Storage> storage_;
-  T* data_ = nullptr;
-  int64_t numel_ = 0;
-  int64_t position_ = 0;
-  bool open_ = false;
-  T* window_ = nullptr;
-  int64_t window_begin_ = 0;
 };
 
 template <class T>
