@@ -53,6 +53,7 @@ def _load(state: ModelState, settings: ServerSettings) -> Predictor | None:
         doc_stride=settings.doc_stride,
         max_answer_tokens=settings.max_answer_tokens,
         max_batch_size=settings.max_batch_size,
+        max_batch_tokens=settings.max_batch_tokens,
     )
     try:
         predictor = Predictor.load(settings.model_dir, options)
@@ -86,13 +87,14 @@ async def _load_and_start(state: ModelState, settings: ServerSettings) -> None:
     state.status = "ready"
     m = predictor.manifest
     log.info(
-        "model ready in %.1fs: variant=%s runtime=%s buckets=%s threads=%d max_batch=%d",
+        "model ready in %.1fs: variant=%s runtime=%s buckets=%s threads=%d max_batch=%d max_batch_tokens=%d",
         state.load_seconds,
         m.variant,
         m.runtime,
         m.sequence_buckets,
         settings.intra_op_threads,
         settings.max_batch_size,
+        settings.max_batch_tokens,
     )
 
 

@@ -14,6 +14,7 @@ MODEL_SERVER_TIMEOUT = "SAGEMAKER_MODEL_SERVER_TIMEOUT"
 # Sagebox's names.
 MODEL_DIR = "SAGEBOX_MODEL_DIR"
 MAX_BATCH_SIZE = "SAGEBOX_MAX_BATCH_SIZE"
+MAX_BATCH_TOKENS = "SAGEBOX_MAX_BATCH_TOKENS"
 MAX_BATCH_WAIT_MS = "SAGEBOX_MAX_BATCH_WAIT_MS"
 DOC_STRIDE = "SAGEBOX_DOC_STRIDE"
 MAX_ANSWER_TOKENS = "SAGEBOX_MAX_ANSWER_TOKENS"
@@ -27,6 +28,9 @@ LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 SIX_MB = 6 * 1024 * 1024
+# Padded tokens per model call. BERT-base INT8 on 2 cores: a batch of 8 windows ran 0.89-0.95x per sample at 256-384
+# tokens, ~1x at 128 and 1.2x at 64 (scripts/bench_serving.py, batching_ceiling): long windows run alone or in pairs.
+DEFAULT_MAX_BATCH_TOKENS = 512
 
 
 class EnvError(ValueError):
@@ -107,6 +111,7 @@ class ServerSettings:
     timeout_s: int
     model_dir: Path
     max_batch_size: int
+    max_batch_tokens: int
     max_batch_wait_ms: float
     doc_stride: int
     max_answer_tokens: int
@@ -132,6 +137,8 @@ class ServerSettings:
             timeout_s=_int(env, MODEL_SERVER_TIMEOUT, 60, 1),
             model_dir=Path(env.get(MODEL_DIR, "").strip() or DEFAULT_MODEL_DIR),
             max_batch_size=_int(env, MAX_BATCH_SIZE, 8, 1, 256),
+            # Padded tokens per model call: larger batches of long windows ran slower per sample (see README).
+            max_batch_tokens=_int(env, MAX_BATCH_TOKENS, DEFAULT_MAX_BATCH_TOKENS, 1),
             max_batch_wait_ms=_float(env, MAX_BATCH_WAIT_MS, 0.0, 0.0),
             doc_stride=_int(env, DOC_STRIDE, 128, 0),
             max_answer_tokens=_int(env, MAX_ANSWER_TOKENS, 30, 1),

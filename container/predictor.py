@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from container.env import DEFAULT_MAX_BATCH_TOKENS
 from container.handlers import Handler, HandlerError, RuntimeOptions, handler_for
 from container.manifest import Manifest, load_verified, unlisted_files
 from container.qa import Answer, Feature, QAProcessor
@@ -30,6 +31,7 @@ class PredictorOptions:
     doc_stride: int = 128
     max_answer_tokens: int = 30
     max_batch_size: int = 8
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
 
     @property
     def runtime(self) -> RuntimeOptions:
@@ -38,11 +40,19 @@ class PredictorOptions:
 
 
 class Predictor:
-    def __init__(self, manifest: Manifest, handler: Handler, processor: QAProcessor, max_batch_size: int) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        handler: Handler,
+        processor: QAProcessor,
+        max_batch_size: int,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    ) -> None:
         self.manifest = manifest
         self.handler = handler
         self.processor = processor
         self.max_batch_size = max_batch_size
+        self.max_batch_tokens = max_batch_tokens
         self._calls: Counter[tuple[int, int]] = Counter()  # (bucket, batch size) -> model calls
 
     @classmethod
@@ -61,7 +71,7 @@ class Predictor:
             options.doc_stride,
             options.max_answer_tokens,
         )
-        predictor = cls(manifest, handler, processor, options.max_batch_size)
+        predictor = cls(manifest, handler, processor, options.max_batch_size, options.max_batch_tokens)
         predictor.warm_up()
         return predictor
 
@@ -70,15 +80,20 @@ class Predictor:
         for bucket in self.processor.buckets:
             self.run([self.processor.filler_feature(bucket)])
 
+    def batch_limit(self, bucket: int) -> int:
+        """Most features of `bucket` tokens one model call takes: max_batch_size, fewer for long windows."""
+        return max(1, min(self.max_batch_size, self.max_batch_tokens // bucket))
+
     def run(self, features: Sequence[Feature]) -> list[Logits]:
         """Logits per feature; features are grouped by bucket so no input is padded past its bucket."""
         results: list[Logits | None] = [None] * len(features)
         by_bucket: dict[int, list[int]] = defaultdict(list)
         for index, feature in enumerate(features):
             by_bucket[feature.bucket].append(index)
-        for indices in by_bucket.values():
-            for chunk_start in range(0, len(indices), self.max_batch_size):
-                chunk = indices[chunk_start : chunk_start + self.max_batch_size]
+        for bucket, indices in by_bucket.items():
+            limit = self.batch_limit(bucket)
+            for chunk_start in range(0, len(indices), limit):
+                chunk = indices[chunk_start : chunk_start + limit]
                 starts, ends = self.predict_batch([features[i] for i in chunk])
                 for row, i in enumerate(chunk):
                     results[i] = (starts[row], ends[row])

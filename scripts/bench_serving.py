@@ -10,6 +10,9 @@ micro-batching throughput.
 3. Throughput (BERT-base dims, INT8): QPS of 8 concurrent clients vs one sequential client, with the
    server's micro-batching on (max batch 8); and, for reference, 8 clients with batching off (max batch 1).
    Three workloads: one-sentence contexts, SQuAD-style paragraphs, and the long rainforest paragraph.
+4. Batching ceiling (same model, in-process): per-sample time of batches of 2, 4 and 8 vs one sample, per bucket,
+   and per operator type from ORT's profiler: no micro-batcher can gain more than the model itself gains from a batch
+   (beyond overlapping the per-request HTTP and tokenizing work).
 """
 
 from __future__ import annotations
@@ -176,6 +179,21 @@ def measure_throughput(model_dir: Path, queries: int, log_dir: Path) -> dict[str
     return results
 
 
+def measure_batch_ceiling(model_dir: Path) -> dict[str, Any]:
+    """The model's own batch gain at the server's defaults (threads = CPUs, max batch 8): what bounds
+    `qps_ratio_batched_c8_vs_sequential`."""
+    from container.env import ServerSettings
+    from container.predictor import Predictor, PredictorOptions
+    from scripts.pipeline.batch_ceiling import model_ceiling
+
+    settings = ServerSettings.from_env({})
+    predictor = Predictor.load(model_dir, PredictorOptions(threads=settings.intra_op_threads))
+    buckets = [b for b in (64, 128, 256, 384) if b in predictor.processor.buckets]
+    profile_bucket = 128 if 128 in buckets else predictor.processor.buckets[0]
+    batches = sorted({2, 4, settings.max_batch_size})
+    return model_ceiling(predictor, model_dir, buckets, batches, settings.intra_op_threads, profile_bucket)
+
+
 def measure_gateway(model_dir: Path, rounds: int, log_dir: Path) -> dict[str, object]:
     """What the local runtime adds to an invoke: the same request straight to the serving process, through the
     gateway with a bare HTTP client, and through the gateway with boto3's sagemaker-runtime client, interleaved."""
@@ -272,6 +290,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"(x{run['qps_ratio_batched_c8_vs_sequential']:.2f}), "
                     f"c=8 unbatched x{run['qps_ratio_unbatched_c8_vs_sequential']:.2f} (target >= 1.3)"
                 )
+            ceiling = measure_batch_ceiling(model_dir)
+            report["batching_ceiling"] = ceiling
+            print("batching ceiling in-process, per-sample gain of a batch over one sample:")
+            for bucket, row in ceiling["buckets"].items():
+                gains = ", ".join(f"batch {n} x{v['gain']:.2f}" for n, v in row["batched"].items())
+                print(f"  {bucket} tokens: {gains}")
+            if "op_gain" in ceiling:
+                top = list(ceiling["op_gain"]["ops"].items())[:3]
+                shares = ", ".join(f"{op} x{v['gain']:.2f}" for op, v in top)
+                print(f"  by operator at {ceiling['ops_at_bucket']} tokens (the 3 costliest): {shares}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"results: {args.out}")

@@ -19,6 +19,7 @@ def test_defaults_follow_the_sagemaker_contract() -> None:
     assert s.drain_seconds <= 30
     assert s.spin_wait is True  # ONNX Runtime's own default
     assert s.flush_denormals is True
+    assert s.max_batch_size == 8 and s.max_batch_tokens == 512
 
 
 def test_sagemaker_variables_are_honoured() -> None:
@@ -29,6 +30,7 @@ def test_sagemaker_variables_are_honoured() -> None:
             env.MODEL_SERVER_TIMEOUT: "15",
             env.MODEL_DIR: "/models/x",
             env.MAX_BATCH_WAIT_MS: "2.5",
+            env.MAX_BATCH_TOKENS: "2048",
             env.SPIN_WAIT: "off",
             env.FLUSH_DENORMALS: "0",
         }
@@ -36,6 +38,7 @@ def test_sagemaker_variables_are_honoured() -> None:
     assert (s.port, s.workers, s.timeout_s, s.model_dir) == (9000, 2, 15, Path("/models/x"))
     assert s.intra_op_threads == max(1, env.available_cpus() // 2)  # CPUs are shared between workers
     assert s.max_batch_wait_ms == 2.5
+    assert s.max_batch_tokens == 2048
     assert s.spin_wait is False and s.flush_denormals is False
 
 

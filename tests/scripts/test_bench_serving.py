@@ -39,3 +39,8 @@ def test_benchmark_measures_overhead_gateway_and_throughput(tiny_onnx_model_dir:
         assert run["qps_ratio_batched_c8_vs_sequential"] == pytest.approx(
             run["concurrency_8_batched"]["qps"] / ((run["sequential"]["qps"] + run["sequential_repeat"]["qps"]) / 2)
         )
+    ceiling = report["batching_ceiling"]
+    assert ceiling["batches"] == [2, 4, 8] and set(ceiling["buckets"]) == {"64", "128", "256", "384"}
+    assert all(set(b["batched"]) == {"2", "4", "8"} for b in ceiling["buckets"].values())
+    assert all(b["ms_per_sample_alone"] > 0 for b in ceiling["buckets"].values())
+    assert ceiling["ops_at_bucket"] == 128 and ceiling["op_gain"]["ops"]
