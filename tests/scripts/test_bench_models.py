@@ -11,25 +11,9 @@ from scripts import bench_models
 @pytest.mark.slow
 def test_bench_runs_end_to_end_on_a_tiny_model(tiny_hf_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "models.json"
-    code = bench_models.main(
-        [
-            "--model-folder",
-            str(tiny_hf_folder),
-            "--work-dir",
-            str(tmp_path / "work"),
-            "--out",
-            str(out),
-            "--rounds",
-            "3",
-            "--seq",
-            "128",
-            "--threads",
-            "1",
-            "--calibration-batches",
-            "4",
-            "--skip-accuracy",
-        ]
-    )
+    common = ["--model-folder", str(tiny_hf_folder), "--work-dir", str(tmp_path / "work"), "--out", str(out)]
+    common += ["--seq", "128", "--skip-accuracy"]
+    code = bench_models.main([*common, "--rounds", "3", "--threads", "1", "--calibration-batches", "4"])
     assert code == 0
     result = json.loads(out.read_text())
     names = {v.name for v in bench_models.VARIANTS}
@@ -64,25 +48,5 @@ def test_bench_runs_end_to_end_on_a_tiny_model(tiny_hf_folder: Path, tmp_path: P
         "int8-torch-static",
     }
     # a second run reuses the verified artifacts instead of rebuilding them
-    assert (
-        bench_models.main(
-            [
-                "--model-folder",
-                str(tiny_hf_folder),
-                "--work-dir",
-                str(tmp_path / "work"),
-                "--out",
-                str(out),
-                "--rounds",
-                "2",
-                "--seq",
-                "128",
-                "--reuse",
-                "--skip-accuracy",
-                "--no-package",
-                "--no-avx2-emulation",
-            ]
-        )
-        == 0
-    )
+    assert bench_models.main([*common, "--rounds", "2", "--reuse", "--no-package", "--no-avx2-emulation"]) == 0
     assert json.loads(out.read_text())["build_seconds"] == {}

@@ -20,22 +20,14 @@ def _one_error_line(err: str) -> str:
     return lines[0]
 
 
+def _quantize(model: Path, out: Path, eval_path: Path, *extra: str) -> int:
+    return main(["quantize", "--model", str(model), "--out", str(out), "--eval", str(eval_path), *extra])
+
+
 def test_quantize_passes_and_prints_the_table(
     outlier_hf_folder: Path, self_consistent_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        [
-            "quantize",
-            "--model",
-            str(outlier_hf_folder),
-            "--out",
-            str(tmp_path / "out"),
-            "--eval",
-            str(self_consistent_json),
-            "--threads",
-            "1",
-        ]
-    )
+    code = _quantize(outlier_hf_folder, tmp_path / "out", self_consistent_json, "--threads", "1")
     out = capsys.readouterr().out
     assert code == 0
     assert "accuracy gate passed" in out
@@ -46,19 +38,7 @@ def test_quantize_passes_and_prints_the_table(
 def test_quantize_gate_failure_exits_3_with_one_line(
     outlier_hf_folder: Path, self_consistent_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        [
-            "quantize",
-            "--model",
-            str(outlier_hf_folder),
-            "--out",
-            str(tmp_path / "out"),
-            "--eval",
-            str(self_consistent_json),
-            "--per-tensor",
-            "--json",
-        ]
-    )
+    code = _quantize(outlier_hf_folder, tmp_path / "out", self_consistent_json, "--per-tensor", "--json")
     captured = capsys.readouterr()
     assert code == EXIT_GATE_FAILED
     assert "accuracy gate FAILED" in _one_error_line(captured.err)
@@ -86,7 +66,7 @@ def test_bad_input_is_one_line_and_nonzero(
         calibration = tmp_path / "calibration.json"
         calibration.write_text(json.dumps({"data": []}))
         extra = ["--mode", "static", "--calibration", str(calibration)]
-    code = main(["quantize", "--model", str(model), "--out", str(tmp_path / "out"), "--eval", str(eval_path), *extra])
+    code = _quantize(model, tmp_path / "out", eval_path, *extra)
     assert code == 1
     line = _one_error_line(capsys.readouterr().err)
     assert line.startswith("sagebox: error: ")
