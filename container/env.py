@@ -28,8 +28,8 @@ LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 SIX_MB = 6 * 1024 * 1024
-# Padded tokens per model call. BERT-base INT8 on 2 cores: a batch of 8 windows ran 0.89-0.95x per sample at 256-384
-# tokens, ~1x at 128 and 1.2x at 64 (scripts/bench_serving.py, batching_ceiling): long windows run alone or in pairs.
+# Padded tokens per model call. BERT-base INT8 on 2 cores: a batch of 8 windows ran 0.87-0.91x per sample at 256-384
+# tokens, ~1x at 128, 1.16-1.26x at 64 (scripts/bench_serving.py, batching_ceiling): long windows run alone or in pairs.
 DEFAULT_MAX_BATCH_TOKENS = 512
 
 
