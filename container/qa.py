@@ -5,6 +5,7 @@ Pure functions over a `tokenizers.Tokenizer`; no model, no HTTP.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 
@@ -138,28 +139,38 @@ class QAProcessor:
 def best_span(
     start_logits: np.ndarray, end_logits: np.ndarray, context_mask: np.ndarray, max_answer_tokens: int
 ) -> tuple[float, int, int] | None:
-    """(probability, start token, end token) maximising p_start * p_end with start <= end < start + max."""
+    """(probability, start token, end token) maximising p_start * p_end with start <= end < start + max, where
+    p_start and p_end are softmaxes over the context tokens.
+
+    The product is largest where start_logit + end_logit is, so the search runs on logits and the two softmaxes
+    are evaluated at the winning pair only. Few NumPy calls on purpose: this runs right after a model call, when
+    caches are cold and each distinct NumPy call costs ~10 us instead of ~1 us.
+    """
     positions = np.flatnonzero(context_mask)
     n = positions.size
     if n == 0:
         return None
-    p_start = _softmax(start_logits[positions].astype(np.float64))
-    p_end = _softmax(end_logits[positions].astype(np.float64))
-    # For each start i, the best end lies in [i, i + width): a sliding-window max over p_end, O(n * width).
-    # Context positions are contiguous token indices, so windows over their order are windows over tokens.
+    # Context tokens are contiguous in every pair template, so windows over their order are windows over tokens.
+    first = int(positions[0])
+    if int(positions[-1]) - first + 1 == n:
+        starts, ends = start_logits[first : first + n], end_logits[first : first + n]
+    else:
+        starts, ends = start_logits[positions], end_logits[positions]
     width = min(max_answer_tokens, n)
-    padded = np.concatenate([p_end, np.full(width - 1, -1.0)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, width)
-    offsets = windows.argmax(axis=1)
-    scores = p_start * windows[np.arange(n), offsets]
-    i = int(np.argmax(scores))
-    j = i + int(offsets[i])
-    return float(scores[i]), int(positions[i]), int(positions[j])
+    # For each start i, the best end lies in [i, i + width): a sliding-window max over the end logits, as a
+    # strided view (row i = ends[i : i + width], padded with -inf past the last token).
+    padded = np.concatenate((ends, np.full(width - 1, -np.inf, dtype=ends.dtype)))
+    step = padded.strides[0]
+    windows = np.ndarray((n, width), padded.dtype, buffer=padded, strides=(step, step))
+    i = int((starts + windows.max(axis=1)).argmax())
+    j = i + int(windows[i].argmax())
+    probability = math.exp(float(starts[i]) - _logsumexp(starts) + float(ends[j]) - _logsumexp(ends))
+    return probability, int(positions[i]), int(positions[j])
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
+def _logsumexp(x: np.ndarray) -> float:
+    top = float(x.max())
+    return top + math.log(float(np.exp(x - top).sum()))
 
 
 def _pad_id(tokenizer: Tokenizer) -> int:

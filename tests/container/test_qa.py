@@ -143,3 +143,12 @@ def test_best_span_equals_exhaustive_search() -> None:
         best = max((p_s[i] * p_e[j], i, j) for i in range(n) for j in range(i, min(n, i + width)))
         assert span[0] == pytest.approx(best[0]), trial
         assert (span[1], span[2]) == (best[1] + 2, best[2] + 2)
+
+
+def test_best_span_over_a_context_with_holes_searches_context_tokens_only() -> None:
+    mask = np.array([False, True, False, True, True, False])
+    start = np.array([9.0, 1.0, 9.0, 0.0, 0.0, 9.0])
+    end = np.array([9.0, 0.0, 9.0, 0.0, 2.0, 9.0])
+    span = best_span(start, end, mask, max_answer_tokens=3)
+    assert span is not None
+    assert span[1:] == (1, 4)  # positions 0, 2 and 5 are not context, whatever their logits
