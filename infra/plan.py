@@ -13,7 +13,7 @@ from infra.errors import TargetError
 from infra.model_artifact import ArtifactInfo, inspect_artifact
 from infra.rules import check_size, check_variant
 from infra.settings import AppSettings
-from infra.targets import BUILD_IMAGE, S3_URI, Target, Variant, select
+from infra.targets import BUILD_IMAGE, S3_URI, Target, Variant, s3_uri_problem, select
 
 VARIANT_NAME = "AllTraffic"
 MAX_ENDPOINT_NAME = 63
@@ -151,7 +151,7 @@ def resolve_model(
     if match:
         return S3Model(bucket=match["bucket"], key=match["key"]), None
     if model_data.startswith("s3://"):
-        raise TargetError(f"target {target!r}: model_data {model_data!r} is not an s3://bucket/key URI")
+        raise TargetError(f"target {target!r}: model_data {s3_uri_problem(model_data)}")
     if settings.local:
         raise TargetError(
             f"target {target!r}: local synthesis publishes no assets, so model_data must be an s3:// URI, "

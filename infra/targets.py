@@ -25,6 +25,14 @@ RESERVED_NAMES = frozenset({"artifacts"})
 S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>[^\s]+)$")
 
 
+def s3_uri_problem(value: str) -> str:
+    """Why `value` is not an s3://bucket/key URI, in one phrase."""
+    return (
+        f"{value!r} is not an s3://bucket/key URI (bucket: 3-63 lowercase letters, digits, '.' or '-'; "
+        "then a key without spaces)"
+    )
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -88,7 +96,7 @@ class Target(_Spec):
     @classmethod
     def _s3_uri_complete(cls, value: str) -> str:
         if value.startswith("s3://") and not S3_URI.match(value):
-            raise ValueError(f"{value!r} is not an s3://bucket/key URI")
+            raise ValueError(s3_uri_problem(value))
         return value
 
     @model_validator(mode="after")

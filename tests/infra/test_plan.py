@@ -14,6 +14,7 @@ from infra.plan import (
     parse_ecr_uri,
     plan_endpoint,
     plan_endpoints,
+    resolve_model,
 )
 from infra.settings import AppSettings
 from infra.targets import Target, load_targets, parse_targets
@@ -112,6 +113,13 @@ def test_placement_errors_name_the_target(settings: AppSettings) -> None:
 def test_missing_local_artifact_says_where_it_looked(settings: AppSettings, model_dir: Path) -> None:
     with pytest.raises(TargetError, match=rf"model artifact {model_dir}/int4/model.tar.gz does not exist"):
         plan_endpoint(target(model_data="int4/model.tar.gz"), settings)
+
+
+def test_a_malformed_s3_uri_says_what_a_bucket_name_may_hold(settings: AppSettings) -> None:
+    for uri in ("s3://b/model.tar.gz", "s3://Models/model.tar.gz", "s3://models"):
+        with pytest.raises(TargetError, match=r"target 't1': model_data .* \(bucket: 3-63 lowercase letters"):
+            resolve_model("t1", uri, settings)
+    assert resolve_model("t1", "s3://abc/model.tar.gz", settings)[0] == S3Model(bucket="abc", key="model.tar.gz")
 
 
 def test_images(settings: AppSettings) -> None:
