@@ -4,7 +4,7 @@ micro-batching throughput.
     python scripts/bench_serving.py [--out .sagebox/bench/serving.json] [--int8-model-dir DIR]
 
 1. Overhead (tiny model, 1 thread each side): P50 of POST /invocations on the real server process minus the P50
-   of the same work called in-process, measured interleaved (request, direct, request, direct, ...).
+   of the same work called in-process, measured interleaved (one of each per round, the order rotated every round).
 2. Gateway (tiny model): the same request straight to the server, through the local runtime gateway, and through
    the gateway with boto3's sagemaker-runtime client, interleaved.
 3. Throughput (BERT-base dims, INT8): QPS of 8 concurrent clients vs one sequential client, with the
@@ -38,6 +38,7 @@ if str(REPO) not in sys.path:
 from scripts.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS  # noqa: E402
 from scripts.loadgen import LoadPlan, run_load  # noqa: E402
 from scripts.local_server import LocalServer  # noqa: E402
+from scripts.pipeline.latency import interleaved_latency  # noqa: E402
 from scripts.stats import summarize_ms  # noqa: E402
 
 
@@ -87,10 +88,10 @@ class HttpInvoker:
         return data
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+def _interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, dict[str, float]]:
+    """Each call's latency summary: every call once per round, in rotated order, after 30 warm-up calls each."""
+    times_ms = interleaved_latency(calls, rounds, warmup=30)
+    return {name: summarize_ms([ms / 1000.0 for ms in values]) for name, values in times_ms.items()}
 
 
 def measure_overhead(
@@ -111,14 +112,8 @@ def measure_overhead(
                 "direct_handler_call": partial(predictor.predict_batch, [feature]),
                 "direct_full_pipeline": partial(predictor.answer, request["question"], request["context"]),
             }
-            for _ in range(30):  # warm every path
-                for call in calls.values():
-                    call()
-            times: dict[str, list[float]] = {label: [] for label in calls}
-            for _ in range(rounds):
-                for label, call in calls.items():
-                    times[label].append(_timed(call))
-            served, handler, pipeline = (summarize_ms(times[label]) for label in calls)
+            summary = _interleaved(calls, rounds)
+            served, handler, pipeline = (summary[label] for label in calls)
             results[name] = {
                 "model": str(model_dir),
                 "rounds": rounds,
@@ -218,16 +213,9 @@ def measure_gateway(model_dir: Path, rounds: int, log_dir: Path) -> dict[str, ob
                     EndpointName="bench", Body=body, ContentType="application/json"
                 )["Body"].read(),
             }
-            for _ in range(30):
-                for call in calls.values():
-                    call()
-            times: dict[str, list[float]] = {name: [] for name in calls}
-            for _ in range(rounds):
-                for name, call in calls.items():
-                    times[name].append(_timed(call))
+            summary = _interleaved(calls, rounds)
         finally:
             processes.stop(pid)
-    summary = {name: summarize_ms(values) for name, values in times.items()}
     return {
         **summary,
         "gateway_overhead_p50_ms": summary["gateway_http"]["p50_ms"] - summary["direct_http"]["p50_ms"],
