@@ -16,28 +16,37 @@ from container.manifest import Manifest
 DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 
 
+def session_options(runtime: RuntimeOptions) -> ort.SessionOptions:
+    """The serving session's options (benchmarks that profile the served model start from these)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = runtime.threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if runtime.spin_wait else "0")
+    # Spin between the ops of a call, not after it: an idle endpoint leaves its CPUs to the HTTP loop, the
+    # tokenizer and its neighbours (interleaved in one process, spinning sessions otherwise slow each other 2x).
+    options.add_session_config_entry("session.force_spinning_stop", "1")
+    options.add_session_config_entry("session.set_denormal_as_zero", "1" if runtime.flush_denormals else "0")
+    return options
+
+
+def open_session(model: Path | bytes, options: ort.SessionOptions) -> ort.InferenceSession:
+    """An ONNX Runtime CPU session (from a file or serialized bytes) with the serving graph optimizations
+    (SkipLayerNormFusion disabled)."""
+    source = str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(
+        source, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
+    )
+
+
 class OnnxRuntimeHandler:
     def __init__(self) -> None:
         self._session: ort.InferenceSession | None = None
         self._input_names: list[str] = []
 
     def load(self, model_dir: Path, manifest: Manifest, runtime: RuntimeOptions) -> None:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = runtime.threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if runtime.spin_wait else "0")
-        # Spin between the ops of a call, not after it: an idle endpoint leaves its CPUs to the HTTP loop, the
-        # tokenizer and its neighbours (interleaved in one process, spinning sessions otherwise slow each other 2x).
-        options.add_session_config_entry("session.force_spinning_stop", "1")
-        options.add_session_config_entry("session.set_denormal_as_zero", "1" if runtime.flush_denormals else "0")
         try:
-            self._session = ort.InferenceSession(
-                str(model_dir / manifest.model_file),
-                options,
-                providers=["CPUExecutionProvider"],
-                disabled_optimizers=list(DISABLED_OPTIMIZERS),
-            )
+            self._session = open_session(model_dir / manifest.model_file, session_options(runtime))
         except Exception as exc:  # onnxruntime raises its own untyped exceptions
             raise HandlerError(f"ONNX Runtime cannot load {manifest.model_file}: {str(exc).splitlines()[0]}") from None
         self._input_names = [i.name for i in self._session.get_inputs()]

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from container.handlers.base import MODEL_INPUTS
-from container.handlers.onnx import DISABLED_OPTIMIZERS
+from container.handlers.base import MODEL_INPUTS, RuntimeOptions
+from container.handlers.onnx import open_session, session_options
 from container.predictor import Predictor
 from scripts.pipeline.latency import interleaved_latency
 
@@ -62,17 +62,13 @@ def op_time_by_run(events: Sequence[Mapping[str, Any]]) -> list[dict[str, float]
 
 
 def op_gain_by_type(model_file: Path, feed: Mapping[str, np.ndarray], batch: int, threads: int, runs: int = 4) -> Json:
-    """Per operator type: kernel ms per sample alone and in a batch of `batch` (ORT's profiler, same session)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    """Per operator type: kernel ms per sample alone and in a batch of `batch` (ORT's profiler on a session opened
+    the way the server opens it)."""
+    options = session_options(RuntimeOptions(threads))
     options.enable_profiling = True
     with tempfile.TemporaryDirectory(prefix="sagebox-profile-") as tmp:
         options.profile_file_prefix = os.path.join(tmp, "ort")
-        session = ort.InferenceSession(
-            str(model_file), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
-        )
+        session = open_session(model_file, options)
         names = {i.name for i in session.get_inputs()}
         alone = {k: v[None, :] for k, v in feed.items() if k in names}
         batched = {k: np.repeat(v, batch, axis=0) for k, v in alone.items()}

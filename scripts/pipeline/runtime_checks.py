@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from container.handlers.onnx import DISABLED_OPTIMIZERS
+from container.handlers.onnx import open_session
 from container.predictor import Predictor, PredictorOptions
 from container.qa import Feature
 from scripts.pipeline.latency import interleaved_latency, summarize
@@ -65,12 +65,7 @@ def layer_norm_kernels(seq: int, hidden: int, threads: int, rounds: int = 200) -
     for name, skip in (("skip_layer_norm", True), ("add_then_layer_norm", False)):
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        session = ort.InferenceSession(
-            _norm_graph(skip, seq, hidden),
-            options,
-            providers=["CPUExecutionProvider"],
-            disabled_optimizers=list(DISABLED_OPTIMIZERS),
-        )
+        session = open_session(_norm_graph(skip, seq, hidden), options)
         runners[name] = partial(session.run, None, feed)
     times = interleaved_latency(runners, rounds, warmup=20)
     us = {name: round(float(np.median(ms)) * 1000.0, 1) for name, ms in times.items()}
