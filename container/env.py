@@ -137,7 +137,6 @@ class ServerSettings:
             timeout_s=_int(env, MODEL_SERVER_TIMEOUT, 60, 1),
             model_dir=Path(env.get(MODEL_DIR, "").strip() or DEFAULT_MODEL_DIR),
             max_batch_size=_int(env, MAX_BATCH_SIZE, 8, 1, 256),
-            # Padded tokens per model call: larger batches of long windows ran slower per sample (see README).
             max_batch_tokens=_int(env, MAX_BATCH_TOKENS, DEFAULT_MAX_BATCH_TOKENS, 1),
             max_batch_wait_ms=_float(env, MAX_BATCH_WAIT_MS, 0.0, 0.0),
             doc_stride=_int(env, DOC_STRIDE, 128, 0),
