@@ -23,6 +23,7 @@ _EXPORTS = {
     "cost_plan": "neuron_emu.runtime",
     "compile_qa": "neuron_emu.qa",
     "CompiledArtifact": "neuron_emu.qa",
+    "CompileInfo": "neuron_emu.qa",
     "DEFAULT_QA_COMPILER_ARGS": "neuron_emu.qa",
     "custom_op": "neuron_emu.custom_op",
 }

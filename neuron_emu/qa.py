@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -21,16 +21,37 @@ from neuron_emu.compiler_args import parse_compiler_args
 from neuron_emu.cost.plan import CostPlan
 from neuron_emu.custom_op.library import loaded_libraries
 from neuron_emu.errors import ArtifactError
+from neuron_emu.hardware import target_instances
 from neuron_emu.runtime import cost_plan, describe, dynamic_batch
 from neuron_emu.tracing import trace_buckets
-
-if TYPE_CHECKING:
-    from container.manifest import CompileSpec
 
 DEFAULT_QA_COMPILER_ARGS = "--auto-cast matmult --auto-cast-type bf16"
 MODEL_FILE = "model.neuron.pt"
 PLAN_FILE = "neuron_cost_plan.json"
 MIN_BUCKET = 8
+
+
+@dataclass(frozen=True)
+class CompileInfo:
+    """How an artifact was compiled: what a deployment manifest records (its caller converts it)."""
+
+    compiler: str
+    auto_cast: str
+    auto_cast_type: str
+    target_instances: tuple[str, ...]
+    custom_op_libraries: tuple[str, ...]
+    backend: str = "neuron_emu"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types (lists for the tuples)."""
+        return {
+            "compiler": self.compiler,
+            "auto_cast": self.auto_cast,
+            "auto_cast_type": self.auto_cast_type,
+            "target_instances": list(self.target_instances),
+            "custom_op_libraries": list(self.custom_op_libraries),
+            "backend": self.backend,
+        }
 
 
 @dataclass(frozen=True)
@@ -47,16 +68,14 @@ class CompiledArtifact:
     target_instances: tuple[str, ...]
     plans: dict[int, CostPlan]
 
-    def compile_spec(self) -> CompileSpec:
-        """The manifest's `compile` section for this artifact."""
-        from container.manifest import CompileSpec
-
-        return CompileSpec(
+    def compile_info(self) -> CompileInfo:
+        """How this artifact was compiled (compiler, auto-cast, target instances, libraries, backend)."""
+        return CompileInfo(
             compiler=f"neuron_emu {__version__} (emulating neuronx-cc)",
             auto_cast=self.auto_cast,
             auto_cast_type=self.auto_cast_type,
-            target_instances=list(self.target_instances),
-            custom_op_libraries=list(self.custom_op_libraries),
+            target_instances=self.target_instances,
+            custom_op_libraries=self.custom_op_libraries,
         )
 
 
@@ -67,16 +86,6 @@ def _check_buckets(buckets: Sequence[int]) -> list[int]:
     if sorted(set(values)) != values:
         raise ArtifactError(f"sequence buckets must be strictly increasing, got {values}")
     return values
-
-
-def _target_instances(target: str | None) -> tuple[str, ...]:
-    from infra.catalog import instances
-
-    names = [name for name, spec in instances().items() if spec.is_neuron]
-    if target is not None:
-        family = "trn1" if target.startswith("trn1") else target
-        names = [name for name in names if instances()[name].family == family]
-    return tuple(names)
 
 
 def _replace_atomically(target: Path, write: Any) -> None:
@@ -94,11 +103,13 @@ def compile_qa(
     batch_size: int,
     compiler_args: str | None,
     out_dir: Path,
+    prices: Mapping[str, float] | None = None,
 ) -> CompiledArtifact:
     """Trace `model(input_ids, attention_mask, token_type_ids) -> (start, end logits)` for every bucket.
 
     Writes `model.neuron.pt`, the custom-op libraries it calls and `neuron_cost_plan.json` into `out_dir`
-    (each file replaced atomically). compiler_args None means DEFAULT_QA_COMPILER_ARGS.
+    (each file replaced atomically). compiler_args None means DEFAULT_QA_COMPILER_ARGS. `prices` (instance
+    type -> on-demand USD/hour) fills the plans' $ columns; None leaves them out.
     """
     lengths = _check_buckets(buckets)
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -139,7 +150,7 @@ def compile_qa(
     _replace_atomically(out / MODEL_FILE, lambda p: torch.jit.save(traced, str(p)))
     for lib in lib_paths:
         _replace_atomically(out / lib.name, lambda p, src=lib: shutil.copyfile(src, p))
-    plans = {length: cost_plan(traced, length) for length in lengths}
+    plans = {length: cost_plan(traced, length, prices) for length in lengths}
     document = {
         "estimate": True,
         "compiler_args": options.text(),
@@ -158,6 +169,6 @@ def compile_qa(
         compiler_args=options.text(),
         auto_cast=options.auto_cast,
         auto_cast_type=options.auto_cast_type,
-        target_instances=_target_instances(options.target),
+        target_instances=target_instances(options.target),
         plans=plans,
     )

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,8 +120,11 @@ def dynamic_batch(module: Any) -> Any:
     return module
 
 
-def cost_plan(module: Any, bucket: int | None = None) -> CostPlan:
-    """The cost plan recorded at trace time (of `bucket`, a sequence length, when the model has buckets)."""
+def cost_plan(module: Any, bucket: int | None = None, prices: Mapping[str, float] | None = None) -> CostPlan:
+    """The cost plan recorded at trace time (of `bucket`, a sequence length, when the model has buckets).
+
+    `prices` (instance type -> on-demand USD/hour) fills the plan's $ columns; without it they stay empty.
+    """
     from neuron_emu.cost.plan import CostPlan
 
     neuron = _neuron(module)
@@ -134,7 +138,7 @@ def cost_plan(module: Any, bucket: int | None = None) -> CostPlan:
         member = members[buckets.index(bucket)]
     else:
         member = members[0]
-    return CostPlan.from_dict(json.loads(member.plan_json))
+    return CostPlan.from_dict(json.loads(member.plan_json)).with_prices(prices)
 
 
 def error_message(exc: BaseException) -> str:

@@ -123,15 +123,6 @@ def _weights_swapped(func: Callable[..., Any], session: _Session) -> Iterator[Ca
     yield func
 
 
-def _prices() -> dict[str, float]:
-    try:
-        from infra.catalog import load_prices
-
-        return dict(load_prices().per_hour)
-    except Exception:  # a broken price table must not stop a compile; the plan then shows no prices
-        return {}
-
-
 def _run_trace(capture: _Capture, inputs: tuple[Tensor, ...], mode: AutoCastMode) -> torch.jit.ScriptModule:
     active: contextlib.AbstractContextManager[Any] = (
         mode if mode.options.auto_cast != "none" else contextlib.nullcontext()
@@ -171,7 +162,7 @@ def _trace_graph(
             "a Neuron model may use one custom-op library"
         )
     metas = [TensorMeta(tuple(x.shape), str(x.dtype).removeprefix("torch."), False) for x in inputs]
-    plan = build_plan(ops, metas, options, neuroncore_v2(), custom, _prices())
+    plan = build_plan(ops, metas, options, neuroncore_v2(), custom)
     return _Traced(graph, capture.output_kind, capture.output_shapes, capture.output_dtypes, ops, custom, plan)
 
 

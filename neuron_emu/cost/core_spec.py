@@ -1,4 +1,4 @@
-"""NeuronCore-v2 engine figures (neuron_emu's data file) and the chip figures from the instance catalog."""
+"""NeuronCore-v2 engine figures and the chip figures (HBM and DMA shared by a chip's cores), from neuron_emu/data."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import json
 from dataclasses import dataclass
 from functools import cache
 
+from neuron_emu.hardware import GIB, chips
 from neuron_emu.paths import DATA_DIR
 
-GIB = 1024**3
+__all__ = ["GIB", "CoreSpec", "neuroncore_v2"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class CoreSpec:
     gpsimd_clock_ghz: float
     sbuf_bytes: int
     hbm_bytes_per_s_per_core: float
+    dma_bytes_per_s_per_core: float
     cores_per_chip: int
 
     @property
@@ -35,12 +37,11 @@ class CoreSpec:
 
 @cache
 def neuroncore_v2() -> CoreSpec:
-    from infra.catalog import DATA_DIR as CATALOG_DIR
-
     raw = json.loads((DATA_DIR / "neuroncore_v2.json").read_text())
-    # The chip (2 cores sharing HBM) is described once, in the instance catalog's data file.
-    chip = json.loads((CATALOG_DIR / "instances.json").read_text())["neuron_chip"]
-    cores_per_chip = int(chip["cores_per_chip"])
+    # Inferentia2 and Trainium chips hold the same two NeuronCore-v2 with the same HBM and DMA figures
+    # (data/neuron_instances.json); the per-core shares are taken from the Inferentia2 chip.
+    chip = chips()["inferentia2"]
+    cores_per_chip = chip.cores_per_chip
     return CoreSpec(
         name=raw["name"],
         tensor_tflops={k: float(v) for k, v in raw["tensor_engine"]["tflops"].items()},
@@ -50,6 +51,7 @@ def neuroncore_v2() -> CoreSpec:
         gpsimd_lanes_fp32=int(raw["gpsimd"]["simd_bits"]) // 32,
         gpsimd_clock_ghz=float(raw["gpsimd"]["assumed_clock_ghz"]),
         sbuf_bytes=int(raw["sbuf_mib"]) * 1024**2,
-        hbm_bytes_per_s_per_core=float(chip["hbm_gib_per_s"]) * GIB / cores_per_chip,
+        hbm_bytes_per_s_per_core=chip.hbm_bytes_per_s / cores_per_chip,
+        dma_bytes_per_s_per_core=chip.dma_bytes_per_s / cores_per_chip,
         cores_per_chip=cores_per_chip,
     )

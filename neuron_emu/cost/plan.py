@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from neuron_emu.compiler_args import CompilerOptions
-from neuron_emu.cost.core_spec import GIB, CoreSpec
+from neuron_emu.cost.core_spec import CoreSpec
 from neuron_emu.cost.graph import GraphOp, TensorMeta
+from neuron_emu.cost.records import InstanceCost, OpCost
+from neuron_emu.cost.report import render
 from neuron_emu.cost.rules import classify, tensor_engine_dtype, traffic, work
+from neuron_emu.hardware import GIB, NeuronInstance, neuron_instances, price_for
+
+__all__ = ["ASSUMPTIONS", "CostPlan", "InstanceCost", "OpCost", "build_plan", "instance_costs", "op_costs", "totals"]
+
+Prices = Mapping[str, float]  # instance type -> on-demand USD per hour
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 ASSUMPTIONS = (
@@ -25,7 +32,7 @@ ASSUMPTIONS = (
     "vector and scalar engines at their peaks whatever the dtype.",
     "Weights stream from HBM on every inference (auto-cast stores fp32 weights in the auto-cast type); "
     "activations stay in the 24 MiB SBUF unless one op's activations exceed it.",
-    "HBM bandwidth per core is the chip's bandwidth shared by its cores (infra/data/instances.json).",
+    "HBM bandwidth per core is the chip's bandwidth shared by its cores (neuron_emu/data/neuron_instances.json).",
     "FLOPs: 2*M*N*K per matmul; 1 per element for element-wise and activation ops; softmax 5, layer norm "
     "8 per element; reductions count input elements.",
     "Custom C++ ops: one operation per input and output element on 1 GPSIMD core (8 with "
@@ -35,34 +42,6 @@ ASSUMPTIONS = (
     "Not modelled: host-device transfer of inputs and outputs, runtime launch overhead, collective ops, "
     "the host CPU (tokenization) and sharding one model over cores: one model replica per NeuronCore.",
 )
-
-
-@dataclass(frozen=True)
-class OpCost:
-    index: int
-    op: str
-    engine: str
-    dtype: str
-    flops: float
-    weight_bytes: float
-    activation_bytes: float
-    hbm_bytes: float
-    time_us: float
-    bound: str
-    note: str
-    source: str
-
-
-@dataclass(frozen=True)
-class InstanceCost:
-    instance_type: str
-    neuron_cores: int
-    chips: int
-    latency_ms: float
-    inferences_per_s: float
-    fits_in_memory: bool
-    usd_per_hour: float | None
-    usd_per_million: float | None
 
 
 @dataclass(frozen=True)
@@ -104,9 +83,12 @@ class CostPlan:
         )
 
     def to_text(self) -> str:
-        from neuron_emu.cost.report import render
-
+        """The plan as text; $ columns only when the plan carries prices (see with_prices)."""
         return render(self)
+
+    def with_prices(self, prices: Prices | None) -> CostPlan:
+        """This plan with each instance's USD/hour and USD per million inferences from `prices` (None: no $)."""
+        return replace(self, instances=[_priced(i, prices) for i in self.instances])
 
 
 def op_costs(
@@ -194,32 +176,40 @@ def totals(costs: Sequence[OpCost], core: CoreSpec) -> dict[str, Any]:
     }
 
 
-def instance_costs(
-    latency_us: float, batch_size: int, weight_bytes: float, prices: Mapping[str, float]
-) -> list[InstanceCost]:
-    from infra.catalog import instances
+def _priced(row: InstanceCost, prices: Prices | None) -> InstanceCost:
+    price = price_for(prices, row.instance_type)
+    per_second = row.inferences_per_s
+    per_million = price / (per_second * 3600.0) * 1e6 if price is not None and per_second > 0 else None
+    return replace(row, usd_per_hour=price, usd_per_million=per_million)
 
+
+def instance_costs(
+    latency_us: float,
+    batch_size: int,
+    weight_bytes: float,
+    prices: Prices | None = None,
+    instances: Mapping[str, NeuronInstance] | None = None,
+) -> list[InstanceCost]:
+    """One row per Neuron instance type (default: neuron_emu's data file): one model replica per NeuronCore.
+
+    `prices` (instance type -> USD/hour) adds the $ columns; None leaves them empty.
+    """
     out: list[InstanceCost] = []
-    for spec in instances().values():
-        if not spec.is_neuron:
-            continue
+    for spec in (neuron_instances() if instances is None else instances).values():
         cores = spec.neuron_cores
-        per_core_memory = spec.accelerator_memory_gib * GIB / max(1, cores)
+        per_core_memory = spec.hbm_gib * GIB / max(1, cores)
         per_second = cores * batch_size / (latency_us * 1e-6) if latency_us > 0 else 0.0
-        price = prices.get(spec.name)
-        per_million = price / (per_second * 3600.0) * 1e6 if price is not None and per_second > 0 else None
-        out.append(
-            InstanceCost(
-                instance_type=spec.name,
-                neuron_cores=cores,
-                chips=spec.chips,
-                latency_ms=latency_us / 1000.0,
-                inferences_per_s=per_second,
-                fits_in_memory=weight_bytes <= per_core_memory,
-                usd_per_hour=price,
-                usd_per_million=per_million,
-            )
+        row = InstanceCost(
+            instance_type=spec.name,
+            neuron_cores=cores,
+            chips=spec.chips,
+            latency_ms=latency_us / 1000.0,
+            inferences_per_s=per_second,
+            fits_in_memory=weight_bytes <= per_core_memory,
+            usd_per_hour=None,
+            usd_per_million=None,
         )
+        out.append(_priced(row, prices))
     return out
 
 
@@ -233,7 +223,7 @@ def build_plan(
     options: CompilerOptions,
     core: CoreSpec,
     custom_namespaces: Mapping[str, bool],
-    prices: Mapping[str, float],
+    prices: Prices | None = None,
 ) -> CostPlan:
     costs, unsupported = op_costs(ops, options, core, custom_namespaces)
     summary = totals(costs, core)

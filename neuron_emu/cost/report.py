@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from neuron_emu.cost.plan import CostPlan
+from neuron_emu.cost.records import InstanceCost, OpCost
 
 MAX_OP_ROWS = 40
+
+
+class PlanView(Protocol):
+    """What the text report reads of a plan (neuron_emu.cost.plan.CostPlan has it all)."""
+
+    @property
+    def core(self) -> str: ...
+    @property
+    def compiler_args(self) -> str: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def inputs(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def ops(self) -> Sequence[OpCost]: ...
+    @property
+    def totals(self) -> Mapping[str, Any]: ...
+    @property
+    def instances(self) -> Sequence[InstanceCost]: ...
+    @property
+    def unsupported(self) -> Sequence[Mapping[str, str]]: ...
+    @property
+    def assumptions(self) -> Sequence[str]: ...
 
 
 def _si(value: float, unit: str) -> str:
@@ -17,7 +40,7 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.0f} {unit}"
 
 
-def render(plan: CostPlan) -> str:
+def render(plan: PlanView) -> str:
     lines = [
         f"neuron_emu cost plan for {plan.core} - an ESTIMATE from a roofline model, not a measurement",
         f"compiler args: {plan.compiler_args}",
@@ -48,18 +71,28 @@ def render(plan: CostPlan) -> str:
         f"({_si(totals['weight_bytes'], 'B')} weights); latency {totals['latency_us']:.1f} us serial, "
         f"{totals['overlapped_us']:.1f} us if engines overlapped perfectly",
         "",
-        f"{'instance':<18} {'cores':>5} {'latency':>10} {'inferences/s':>13} {'fits':>5} {'USD/h':>7} "
-        f"{'USD/1M inf':>11}",
     ]
-    for i in plan.instances:
-        price = f"{i.usd_per_hour:.2f}" if i.usd_per_hour is not None else "n/a"
-        per_million = f"{i.usd_per_million:.4f}" if i.usd_per_million is not None else "n/a"
-        lines.append(
-            f"{i.instance_type:<18} {i.neuron_cores:>5} {i.latency_ms:>8.3f}ms {i.inferences_per_s:>13.0f} "
-            f"{'yes' if i.fits_in_memory else 'NO':>5} {price:>7} {per_million:>11}"
-        )
+    lines += _instance_rows(plan.instances)
     if plan.unsupported:
         lines += ["", "unsupported ops:"]
         lines += [f"  {u['kind']}: {u['reason']} ({u['call']})" for u in plan.unsupported]
     lines += ["", "assumptions:"] + [f"  - {a}" for a in plan.assumptions]
     return "\n".join(lines) + "\n"
+
+
+def _instance_rows(instances: Sequence[InstanceCost]) -> list[str]:
+    """The per-instance table; the $ columns only when the plan was given prices."""
+    priced = any(i.usd_per_hour is not None for i in instances)
+    header = f"{'instance':<18} {'cores':>5} {'latency':>10} {'inferences/s':>13} {'fits':>5}"
+    rows = [header + (f" {'USD/h':>7} {'USD/1M inf':>11}" if priced else "")]
+    for i in instances:
+        row = (
+            f"{i.instance_type:<18} {i.neuron_cores:>5} {i.latency_ms:>8.3f}ms {i.inferences_per_s:>13.0f} "
+            f"{'yes' if i.fits_in_memory else 'NO':>5}"
+        )
+        if priced:
+            price = f"{i.usd_per_hour:.2f}" if i.usd_per_hour is not None else "n/a"
+            per_million = f"{i.usd_per_million:.4f}" if i.usd_per_million is not None else "n/a"
+            row += f" {price:>7} {per_million:>11}"
+        rows.append(row)
+    return rows

@@ -39,8 +39,30 @@ def test_compile_qa_writes_model_and_cost_plans(tiny_qa: QAWrapper, tmp_path: Pa
     document = json.loads((tmp_path / PLAN_FILE).read_text())
     assert set(document["buckets"]) == {"16", "32"}
     assert artifact.plans[32].totals["flops"] > artifact.plans[16].totals["flops"] > 0
-    spec = artifact.compile_spec()
-    assert spec.custom_op_libraries == [] and spec.auto_cast == "matmult"
+    info = artifact.compile_info()
+    assert info.custom_op_libraries == () and info.auto_cast == "matmult" and info.backend == "neuron_emu"
+    assert info.to_dict()["target_instances"] == list(artifact.target_instances)
+    # Without prices the plans carry no $ figures; with them, every priced instance gets both columns.
+    assert all(i.usd_per_hour is None and i.usd_per_million is None for i in artifact.plans[16].instances)
+    assert all(i["usd_per_hour"] is None for i in document["buckets"]["16"]["instances"])
+
+
+def test_compile_qa_prices_the_plans_it_is_given(tiny_qa: QAWrapper, tmp_path: Path) -> None:
+    artifact = neuron_emu.compile_qa(tiny_qa, [16], 1, None, tmp_path, prices={"ml.inf2.xlarge": 2.0})
+    rows = {i.instance_type: i for i in artifact.plans[16].instances}
+    assert rows["ml.inf2.xlarge"].usd_per_hour == 2.0
+    assert rows["ml.inf2.xlarge"].usd_per_million == pytest.approx(
+        2.0 / (rows["ml.inf2.xlarge"].inferences_per_s * 3600) * 1e6
+    )
+    assert rows["ml.trn1.2xlarge"].usd_per_hour is None
+    document = json.loads((tmp_path / PLAN_FILE).read_text())
+    [written] = [i for i in document["buckets"]["16"]["instances"] if i["instance_type"] == "ml.inf2.xlarge"]
+    assert written["usd_per_hour"] == 2.0
+
+
+def test_target_flag_limits_the_target_instances(tiny_qa: QAWrapper, tmp_path: Path) -> None:
+    artifact = neuron_emu.compile_qa(tiny_qa, [16], 1, "--target trn1", tmp_path)
+    assert artifact.target_instances == ("ml.trn1.2xlarge", "ml.trn1.32xlarge")
 
 
 def test_compiled_artifact_runs_in_a_new_process_with_any_batch(tiny_qa: QAWrapper, tmp_path: Path) -> None:
@@ -72,7 +94,7 @@ def test_custom_op_libraries_travel_with_the_artifact(
     artifact = neuron_emu.compile_qa(QAWithCustomOp(tiny_qa).eval(), [16], 1, None, tmp_path)
     assert artifact.custom_op_libraries == ("libnemu_test.so",)
     assert (tmp_path / "libnemu_test.so").read_bytes() == test_ops.path.read_bytes()
-    assert artifact.compile_spec().custom_op_libraries == ["libnemu_test.so"]
+    assert artifact.compile_info().custom_op_libraries == ("libnemu_test.so",)
 
 
 @pytest.mark.parametrize(

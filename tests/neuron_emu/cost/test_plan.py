@@ -14,6 +14,7 @@ import torch
 import neuron_emu
 from neuron_emu.cost.plan import CostPlan, OpCost
 from neuron_emu.custom_op import LoadedLibrary
+from neuron_emu.errors import NeuronEmuError
 
 HBM_PER_CORE = 820 * 2**30 / 2
 
@@ -69,7 +70,10 @@ def test_linear_in_fp32_without_auto_cast() -> None:
 
 
 def test_per_instance_totals() -> None:
-    plan = plan_for("--auto-cast matmult --auto-cast-type bf16")
+    unpriced = plan_for("--auto-cast matmult --auto-cast-type bf16")
+    assert all(i.usd_per_hour is None and i.usd_per_million is None for i in unpriced.instances)
+    assert "USD" not in unpriced.to_text()
+    plan = unpriced.with_prices({"ml.inf2.xlarge": 0.99, "trn1.2xlarge": 1.78})  # either naming works
     latency_s = plan.totals["latency_us"] * 1e-6
     by_name = {i.instance_type: i for i in plan.instances}
     assert set(by_name) == {
@@ -88,6 +92,16 @@ def test_per_instance_totals() -> None:
     assert small.fits_in_memory
     assert small.usd_per_hour == 0.99
     assert small.usd_per_million == pytest.approx(0.99 / (2 * 4 / latency_s * 3600) * 1e6)
+    assert by_name["ml.trn1.2xlarge"].usd_per_hour == 1.78
+    assert by_name["ml.inf2.48xlarge"].usd_per_hour is None and by_name["ml.inf2.48xlarge"].usd_per_million is None
+    text = plan.to_text()
+    assert "USD/h" in text and "0.99" in text
+
+
+def test_a_non_positive_price_is_refused() -> None:
+    plan = plan_for("--auto-cast none")
+    with pytest.raises(NeuronEmuError, match="must be a positive USD/hour"):
+        plan.with_prices({"ml.inf2.xlarge": 0.0})
 
 
 def test_attention_splits_into_tensor_and_vector_work() -> None:
