@@ -1,9 +1,10 @@
 """Stand-in for `torch_xla.distributed.parallel_loader`, provided by neuron_emu (not Google's or AWS's package).
 
 `MpDeviceLoader(loader, device)` and `ParallelLoader(loader, devices).per_device_loader(device)` wrap a data
-loader: each batch's tensors are moved to the device (the CPU here, so they stay where they are) and a step
-boundary (`xm.mark_step()`) is passed every `batches_per_execution` batches and when the data runs out, as
-torch_xla's loaders do. There is no background prefetching: batches are read when they are asked for.
+loader: each batch's tensors are moved to the device (the CPU here, so they stay where they are) and, as with
+torch_xla's loaders, the training loop needs no `xm.mark_step()` of its own: a step boundary is passed when
+the next batch is asked for after every `batches_per_execution` batches, and after the last batch. There is
+no background prefetching: batches are read when they are asked for.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class PerDeviceLoader:
         self._iterator = iter(loader)
         self._device = xm.xla_device()
         self._batches_per_execution = batches_per_execution
-        self._since_step = batches_per_execution  # so the first batch starts with a step boundary
+        self._since_step = 0  # batches handed out since the last step boundary
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -54,7 +55,9 @@ class PerDeviceLoader:
         try:
             batch = next(self._iterator)
         except StopIteration:
-            xm.mark_step()
+            if self._since_step:
+                self._since_step = 0
+                xm.mark_step()
             raise
         self._since_step += 1
         return _to_device(batch, self._device)
