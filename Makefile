@@ -41,7 +41,7 @@ $(NODE_STAMP): package.json package-lock.json
 node: $(NODE_STAMP)
 
 podman: venv
-	@$(BIN)/python -m scripts.cli containers setup
+	@$(BIN)/sagebox containers setup
 
 demo: venv
 	@$(BIN)/sagebox demo
@@ -54,7 +54,7 @@ lint: venv
 	@$(BIN)/ruff format --check .
 
 typecheck: venv
-	@$(BIN)/mypy container infra neuron_emu scripts tests
+	@$(BIN)/mypy container infra neuron_emu sagebox scripts tests
 
 test: venv node podman lint typecheck
 	@$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -48,6 +48,9 @@ class QuantizationSpec(BaseModel):
 class CompileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # What compiled the graph: Sagebox's NeuronCore emulator (TorchScript on a CPU), or AWS's torch-neuronx
+    # (a NEFF that only runs on NeuronCores).
+    backend: Literal["neuron_emu", "torch_neuronx"] = "neuron_emu"
     compiler: str
     auto_cast: str
     auto_cast_type: str

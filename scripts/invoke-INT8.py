@@ -6,11 +6,8 @@ Real account:                     .venv/bin/python scripts/invoke-INT8.py --endp
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripts.commands.invoke import script_main
+from sagebox.cli.invoke import script_main
 
 if __name__ == "__main__":
     sys.exit(script_main("int8"))

@@ -22,14 +22,14 @@ def _stop_leftover_servers() -> Iterator[None]:
 
 
 def minilm_tokenizer_path() -> Path:
-    from scripts.pipeline.demo_models import minilm_source_dir
+    from sagebox.pipeline.demo_models import minilm_source_dir
 
     return minilm_source_dir() / "tokenizer.json"
 
 
 def make_tiny_hf_folder(path: Path, seed: int = 0) -> Path:
     """A Hugging Face folder: tiny random BertForQuestionAnswering + a real uncased WordPiece tokenizer."""
-    from scripts.pipeline.demo_models import TINY, make_random_bert_folder
+    from sagebox.pipeline.demo_models import TINY, make_random_bert_folder
 
     info = {"name": "tiny-random-bert", "license": "none: random weights"}
     return make_random_bert_folder(path, TINY, info, seed=seed)
@@ -43,7 +43,7 @@ def tiny_hf_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A verified FP32 TorchScript model directory (manifest.json, model.pt, tokenizer.json)."""
-    from scripts.pipeline.build import build_fp32
+    from sagebox.pipeline.servable import build_fp32
 
     out = tmp_path_factory.mktemp("models") / "tiny-torchscript"
     build_fp32(tiny_hf_folder, out, runtime="torchscript")
@@ -53,7 +53,7 @@ def tiny_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def tiny_onnx_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A verified FP32 ONNX Runtime model directory."""
-    from scripts.pipeline.build import build_fp32
+    from sagebox.pipeline.servable import build_fp32
 
     out = tmp_path_factory.mktemp("models") / "tiny-onnx"
     build_fp32(tiny_hf_folder, out, runtime="onnxruntime")

@@ -1,4 +1,4 @@
-"""The real serving process for tests: scripts.local_server.LocalServer plus test conveniences."""
+"""The real serving process for tests: sagebox.local_server.LocalServer plus test conveniences."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from scripts.local_server import LocalServer
+from sagebox.local_server import LocalServer
 
 # Every server a test starts; the session fixture in tests/conftest.py stops any a failing test left behind.
 STARTED: list[LocalServer] = []

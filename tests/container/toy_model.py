@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from container.manifest import SourceSpec
-from scripts.pipeline.artifact import staged_dir, write_manifest
+from sagebox.pipeline.artifact import staged_dir, write_manifest
 
 # Words of the uncased WordPiece vocabulary that are single tokens.
 FAIL_WORD = "explode"

@@ -74,8 +74,8 @@ def moto_url() -> Iterator[str]:
     """
     from moto.server import ThreadedMotoServer
 
-    from scripts.box.moto_server import accept_catalog_instance_types
-    from scripts.local_server import free_port
+    from sagebox.box.moto_server import accept_catalog_instance_types
+    from sagebox.local_server import free_port
 
     accept_catalog_instance_types()
     port = free_port()

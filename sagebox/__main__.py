@@ -1,0 +1,7 @@
+"""`python -m sagebox ...`: the same as the `sagebox` command."""
+
+import sys
+
+from sagebox.cli.app import main
+
+sys.exit(main())

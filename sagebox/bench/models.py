@@ -1,0 +1,613 @@
+"""Model benchmark, one run: FP32 vs INT8 latency at BERT-base dims, artifact sizes, and MiniLM EM/F1.
+
+    python scripts/bench_models.py                      # writes .sagebox/bench/models.json and prints tables
+
+Latency: every variant is loaded through the serving Predictor (the handler the server runs) and timed on one
+full-length feature (batch 1, seq 384), variants interleaved round by round (order rotated each round) so
+machine noise hits all of them alike; P50/P90 are over rounds. INT8 is compared with the fastest FP32 artifact
+Sagebox ships, measured in the same rounds. Accuracy: the trained MiniLM demo model goes through
+`sagebox quantize` (the same code a user's model goes through) for each backend/mode, scored on its held-out
+dev split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from container.handlers.base import ModelInputs
+from container.manifest import ManifestError, load_verified
+from container.predictor import Predictor, PredictorOptions
+from sagebox.bench.latency import interleaved_latency, summarize
+from sagebox.bench.machine import CpuSnapshot, cpu_info, load_between
+from sagebox.errors import SageboxError
+from sagebox.paths import state_dir
+from sagebox.pipeline.quant_options import (
+    DEFAULT_BACKEND,
+    DEFAULT_MODE,
+    RUNTIME_OF,
+    Backend,
+    Mode,
+    QuantizeOptions,
+)
+
+if TYPE_CHECKING:
+    from sagebox.pipeline.hf_model import QAModule
+
+Json = dict[str, Any]
+
+TARGET_LATENCY_RATIO = 0.5
+TARGET_SIZE_RATIO = 0.45
+TARGET_F1_DROP = 1.0
+# Environment that limits torch's kernels (ATen, oneDNN, MKL, FBGEMM) to AVX2, to show what an AVX2-only CPU
+# would see. ONNX Runtime has no such switch, so only TorchScript variants are re-measured this way.
+AVX2_ONLY_ENV = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "DNNL_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    precision: Literal["fp32", "int8"]
+    backend: Backend
+    detail: str
+    fuse: bool = False  # FP32 ONNX only
+    mode: Mode | None = None  # INT8 only
+    fp32_source: str = ""  # INT8 only: the FP32 variant it is quantized from
+    reduce_range: bool = False  # INT8 only: 7-bit weights (the accuracy gate's first fallback)
+
+
+VARIANTS = (
+    Variant("fp32-onnx-fused", "fp32", "onnxruntime", "ONNX, ORT transformer fusions", fuse=True),
+    Variant("fp32-onnx-plain", "fp32", "onnxruntime", "ONNX, no offline fusion"),
+    Variant("fp32-torchscript", "fp32", "torch", "TorchScript trace + freeze"),
+    Variant(
+        "int8-onnx-dynamic",
+        "int8",
+        "onnxruntime",
+        "ORT quantize_dynamic of the fused graph, per-channel",
+        mode="dynamic",
+        fp32_source="fp32-onnx-fused",
+    ),
+    Variant(
+        "int8-onnx-dynamic-7bit",
+        "int8",
+        "onnxruntime",
+        "ORT quantize_dynamic of the fused graph, per-channel, 7-bit weights (the gate's first fallback)",
+        mode="dynamic",
+        fp32_source="fp32-onnx-fused",
+        reduce_range=True,
+    ),
+    Variant(
+        "int8-onnx-static",
+        "int8",
+        "onnxruntime",
+        "ORT quantize_static, QDQ U8S8, of the plain graph, per-channel",
+        mode="static",
+        fp32_source="fp32-onnx-fused",
+    ),
+    Variant(
+        "int8-torch-dynamic",
+        "int8",
+        "torch",
+        "torch.ao quantize_dynamic (x86 engine), per-channel",
+        mode="dynamic",
+        fp32_source="fp32-torchscript",
+    ),
+    Variant(
+        "int8-torch-static",
+        "int8",
+        "torch",
+        "torch.ao static INT8 Linear (x86 engine), per-channel",
+        mode="static",
+        fp32_source="fp32-torchscript",
+    ),
+)
+
+
+def int8_name(backend: str, mode: str) -> str:
+    return f"int8-{'onnx' if backend == 'onnxruntime' else 'torch'}-{mode}"
+
+
+def build_variant(
+    variant: Variant,
+    hf_folder: Path,
+    out: Path,
+    module: QAModule,
+    calibration: Sequence[ModelInputs],
+    batches: int,
+) -> None:
+    from sagebox.pipeline.quantize import build_int8
+    from sagebox.pipeline.servable import build_fp32
+
+    if variant.precision == "fp32":
+        build_fp32(hf_folder, out, RUNTIME_OF[variant.backend], module, fuse=variant.fuse)
+        return
+    assert variant.mode is not None
+    options = QuantizeOptions(
+        backend=variant.backend, mode=variant.mode, calibration_batches=batches, reduce_range=variant.reduce_range
+    )
+    feeds = list(calibration) if variant.mode == "static" else []
+    build_int8(hf_folder, out.parent / variant.fp32_source, out, options, feeds, module)
+
+
+def build_all(
+    variants: Sequence[Variant],
+    hf_folder: Path,
+    work: Path,
+    calibration: Sequence[ModelInputs],
+    batches: int,
+    reuse: bool,
+    say: Callable[[str], None],
+) -> dict[str, float]:
+    from sagebox.pipeline.hf_model import load_qa_module
+
+    module: QAModule | None = None
+    seconds: dict[str, float] = {}
+    for variant in variants:
+        out = work / variant.name
+        if reuse and out.is_dir():
+            try:
+                load_verified(out)
+                say(f"reusing {out}")
+                continue
+            except ManifestError:
+                pass
+        module = module or load_qa_module(hf_folder)
+        say(f"building {variant.name}: {variant.detail}")
+        started = time.monotonic()
+        build_variant(variant, hf_folder, out, module, calibration, batches)
+        seconds[variant.name] = round(time.monotonic() - started, 1)
+    return seconds
+
+
+def model_file_bytes(model_dir: Path) -> int:
+    return (model_dir / load_verified(model_dir).model_file).stat().st_size
+
+
+def measure_latency(work: Path, names: Sequence[str], seq: int, threads: int, rounds: int) -> dict[str, Json]:
+    predictors = {name: Predictor.load(work / name, PredictorOptions(threads=threads)) for name in names}
+    any_predictor = next(iter(predictors.values()))
+    if seq not in any_predictor.processor.buckets:
+        raise SageboxError(f"sequence length {seq} is not one of the buckets {any_predictor.processor.buckets}")
+    feature = any_predictor.processor.filler_feature(seq)
+    runners: dict[str, Callable[[], object]] = {
+        name: partial(p.predict_batch, [feature]) for name, p in predictors.items()
+    }
+    times = interleaved_latency(runners, rounds, warmup=3)
+    return {name: summarize(ms) for name, ms in times.items()}
+
+
+def avx2_emulation(work: Path, names: Sequence[str], seq: int, threads: int, rounds: int) -> Json:
+    """Re-measure TorchScript variants in a child process whose torch kernels are capped at AVX2."""
+    cmd = [sys.executable, "-m", "sagebox.bench.models", "--child-latency", str(work), ",".join(names)]
+    cmd += ["--seq", str(seq), "--threads", str(threads), "--rounds", str(rounds)]
+    env = {**os.environ, **AVX2_ONLY_ENV}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["child failed"])[-1]}
+    result: Json = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def accuracy(
+    minilm_folder: Path,
+    dev: Path,
+    train: Path,
+    work: Path,
+    batches: int,
+    threads: int,
+    say: Callable[[str], None],
+) -> dict[str, Json]:
+    from sagebox.pipeline.quant_options import fallbacks
+    from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
+
+    results: dict[str, Json] = {}
+    combos: tuple[tuple[Backend, Mode], ...] = (
+        ("onnxruntime", "dynamic"),
+        ("onnxruntime", "static"),
+        ("torch", "dynamic"),
+        ("torch", "static"),
+    )
+    for backend, mode in combos:
+        name = f"{backend}-{mode}"
+        say(f"accuracy: sagebox quantize on the MiniLM demo model, {name}")
+        options = QuantizeOptions(backend=backend, mode=mode, calibration_batches=batches)
+        request = QuantizeRequest(
+            model=minilm_folder,
+            out=work / f"minilm-{name}",
+            eval_data=dev,
+            options=options,
+            calibration_data=train,
+            max_f1_drop=TARGET_F1_DROP,
+            threads=threads,
+            # The default recipe is accuracy-driven, as `sagebox quantize` runs it; the others are measured as is.
+            fallbacks=fallbacks(options) if (backend, mode) == (DEFAULT_BACKEND, DEFAULT_MODE) else (),
+        )
+        outcome = run_quantize(request)
+        results[name] = {
+            "fp32_em": round(outcome.fp32.score.exact_match, 2),
+            "fp32_f1": round(outcome.fp32.score.f1, 2),
+            "int8_em": round(outcome.int8.score.exact_match, 2),
+            "int8_f1": round(outcome.int8.score.f1, 2),
+            "f1_drop": round(outcome.gate.f1_drop, 2),
+            "gate_passed": outcome.gate.passed,
+            "questions": outcome.fp32.score.total,
+            "calibration_batches": outcome.int8_manifest.quantization.calibration_batches
+            if outcome.int8_manifest.quantization
+            else 0,
+            "fp32_bytes": outcome.sizes["fp32"],
+            "int8_bytes": outcome.sizes["int8"],
+            "attempts": list(outcome.attempts),
+            "chosen": outcome.int8_manifest.quantization.model_dump() if outcome.int8_manifest.quantization else None,
+        }
+    return results
+
+
+def chosen_default_variant(result: Json) -> str:
+    """The latency variant matching the recipe the accuracy-driven default kept on the demo model."""
+    row = result.get("accuracy_minilm", {}).get("variants", {}).get(f"{DEFAULT_BACKEND}-{DEFAULT_MODE}", {})
+    chosen = row.get("chosen") or {}
+    if chosen.get("reduce_range") and not chosen.get("fp32_op_types"):
+        return "int8-onnx-dynamic-7bit"
+    return int8_name(DEFAULT_BACKEND, DEFAULT_MODE)
+
+
+def package_sizes(work: Path, names: Sequence[str], say: Callable[[str], None]) -> dict[str, int]:
+    from sagebox.pipeline.package import package_model_dir
+
+    sizes = {}
+    for name in names:
+        say(f"packaging {name}")
+        sizes[name] = package_model_dir(work / name, work / "tarballs" / f"{name}.tar.gz").bytes
+    return sizes
+
+
+def calibration_feeds(hf_folder: Path, batches: int) -> list[dict[str, np.ndarray]]:
+    """Calibration batches from generated SQuAD questions, featurized like the server does."""
+    from sagebox.pipeline.calibration import calibration_batches, processor_for
+    from sagebox.pipeline.hf_model import check_model_folder
+    from sagebox.pipeline.servable import buckets_for
+    from sagebox.pipeline.synth_squad import generate
+
+    buckets, _ = buckets_for(check_model_folder(hf_folder))
+    processor = processor_for(hf_folder, buckets)
+    return calibration_batches(generate(max(batches, 1) * 2, 7, "train"), processor, batches)
+
+
+def run(args: argparse.Namespace) -> Json:
+    from rich.console import Console
+
+    from sagebox.pipeline.demo_models import bert_base_dims, cache_root, minilm_squad
+
+    err = Console(stderr=True)
+
+    def say(line: str) -> None:
+        err.print(f"[dim]{line}[/dim]")
+
+    cache = args.cache_dir or cache_root()
+    work: Path = args.work_dir
+    work.mkdir(parents=True, exist_ok=True)
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    before = CpuSnapshot.take()
+    hf_folder = args.model_folder or bert_base_dims(cache).folder
+    say(f"speed model: {hf_folder}")
+    feeds = calibration_feeds(hf_folder, args.calibration_batches)
+    build_seconds = build_all(VARIANTS, hf_folder, work, feeds, args.calibration_batches, args.reuse, say)
+    names = [v.name for v in VARIANTS]
+    say(f"timing {len(names)} variants x {args.rounds} interleaved rounds (batch 1, seq {args.seq})")
+    timing_start = CpuSnapshot.take()
+    latency = measure_latency(work, names, args.seq, args.threads, args.rounds)
+    timing_load = load_between(timing_start, CpuSnapshot.take(), os.cpu_count() or 1)
+    best_fp32 = min((v.name for v in VARIANTS if v.precision == "fp32"), key=lambda n: latency[n]["p50_ms"])
+    variants: Json = {}
+    for v in VARIANTS:
+        same_backend = min(
+            (f.name for f in VARIANTS if f.precision == "fp32" and f.backend == v.backend),
+            key=lambda n: latency[n]["p50_ms"],
+        )
+        variants[v.name] = {
+            "precision": v.precision,
+            "backend": v.backend,
+            "detail": v.detail,
+            "model_file_bytes": model_file_bytes(work / v.name),
+            **latency[v.name],
+            "ratio_to_best_fp32_p50": round(latency[v.name]["p50_ms"] / latency[best_fp32]["p50_ms"], 3),
+            "ratio_to_same_backend_fp32_p50": round(latency[v.name]["p50_ms"] / latency[same_backend]["p50_ms"], 3),
+        }
+    default_int8 = int8_name(DEFAULT_BACKEND, DEFAULT_MODE)
+    result: Json = {
+        "started_at": started_at,
+        "machine": {**cpu_info(), "python": platform.python_version()},
+        "setup": {
+            "model": f"{hf_folder.name}" if args.model_folder else "BERT-base dims (BertConfig defaults, random init)",
+            "hf_folder": str(hf_folder),
+            "batch": 1,
+            "seq": args.seq,
+            "threads": args.threads,
+            "rounds": args.rounds,
+            "calibration_batches": args.calibration_batches,
+            "method": "Predictor.predict_batch on one full-length feature; all variants loaded at once and "
+            "interleaved, starting variant rotated every round",
+        },
+        "variants": variants,
+        "build_seconds": build_seconds,
+        "best_fp32": best_fp32,
+        "default_int8": default_int8,
+        "load_during_timing": timing_load,
+    }
+    if not args.skip_runtime_checks:
+        say("checking the ONNX Runtime serving choices: layer-norm kernels, spin-wait, denormal flushing")
+        hidden = int(json.loads((hf_folder / "config.json").read_text()).get("hidden_size", 768))
+        result["runtime_checks"] = runtime_checks(work / default_int8, hidden, args.threads)
+    if args.avx2_emulation:
+        say("re-timing TorchScript variants with torch kernels capped at AVX2 (child process)")
+        torch_names = [v.name for v in VARIANTS if v.backend == "torch"]
+        result["torch_avx2_emulation"] = avx2_emulation(work, torch_names, args.seq, args.threads, args.rounds)
+    if args.package:
+        int8_onnx = [
+            v.name for v in VARIANTS if v.precision == "int8" and v.backend == "onnxruntime" and v.mode == "dynamic"
+        ]
+        result["tarball_bytes"] = package_sizes(work, [best_fp32, *int8_onnx], say)
+    if not args.skip_accuracy:
+        demo = minilm_squad(cache, progress=say)
+        result["accuracy_minilm"] = {
+            "model": str(demo.folder),
+            "training": demo.info.get("training"),
+            "eval_data": str(demo.dev_data),
+            "calibration_data": str(demo.train_data),
+            "variants": accuracy(
+                demo.folder, demo.dev_data, demo.train_data, work, args.calibration_batches, args.threads, say
+            ),
+        }
+    result["fastest_int8_at_equal_accuracy"] = fastest_at_equal_accuracy(result)
+    default_int8 = chosen_default_variant(result)
+    result["default_int8"] = default_int8
+    result["checks"] = checks(result, best_fp32, default_int8)
+    result["load_whole_run"] = load_between(before, CpuSnapshot.take(), os.cpu_count() or 1)
+    result["notes"] = notes(result)
+    return result
+
+
+def notes(result: Json) -> list[str]:
+    """Plain-language caveats derived from the numbers, so the JSON can be read on its own."""
+    machine = result["machine"]
+    out = [
+        f"INT8 dot-product support on this CPU: {machine['int8_dot_product']}. INT8 speed-ups depend on it: "
+        "VNNI does 4 int8 multiply-adds per 32-bit lane in one instruction; AVX2 needs three instructions.",
+        f"other processes kept {result['load_during_timing']['cpus_busy_others']} CPU(s) busy on average "
+        "while timing; ratios come from interleaved rounds, so load affects both sides alike.",
+    ]
+    emulation = result.get("torch_avx2_emulation", {})
+    if "int8_over_fp32_p50" in emulation:
+        ratios = ", ".join(f"{k} {v}" for k, v in emulation["int8_over_fp32_p50"].items())
+        out.append(
+            "with torch kernels capped at AVX2 (ATen/oneDNN/MKL/FBGEMM env switches), TorchScript INT8/FP32 "
+            f"P50 was {ratios}: expect ratios near that on AVX2-only CPUs; ONNX Runtime has no such switch."
+        )
+    accuracy_rows = result.get("accuracy_minilm", {}).get("variants", {})
+    failed = [name for name, row in accuracy_rows.items() if not row["gate_passed"]]
+    if failed:
+        out.append(
+            f"the accuracy gate (F1 drop <= {TARGET_F1_DROP}) refused {', '.join(failed)} on the demo model; "
+            "they are still built and timed above, but sagebox quantize would not keep them."
+        )
+    return out
+
+
+def passed(variant: Variant, accuracy_rows: Json) -> bool:
+    """Whether the gate kept this exact recipe (an accuracy-driven row passes only for the recipe it chose)."""
+    row = accuracy_rows.get(f"{variant.backend}-{variant.mode}", {})
+    if not row.get("gate_passed", False):
+        return False
+    chosen = row.get("chosen") or {}
+    if not chosen:
+        return True
+    return bool(chosen.get("reduce_range")) == variant.reduce_range and not chosen.get("fp32_op_types")
+
+
+def fastest_at_equal_accuracy(result: Json) -> str | None:
+    """The fastest INT8 variant whose MiniLM F1 passed the gate (any INT8 variant if accuracy was skipped)."""
+    accuracy_rows = result.get("accuracy_minilm", {}).get("variants", {})
+    candidates = [v.name for v in VARIANTS if v.precision == "int8" and (not accuracy_rows or passed(v, accuracy_rows))]
+    return min(candidates, key=lambda n: result["variants"][n]["p50_ms"]) if candidates else None
+
+
+def checks(result: Json, best_fp32: str, default_int8: str) -> Json:
+    rows = result["variants"]
+    latency_ratio = rows[default_int8]["p50_ms"] / rows[best_fp32]["p50_ms"]
+    size_ratio = rows[default_int8]["model_file_bytes"] / rows[best_fp32]["model_file_bytes"]
+    out: Json = {
+        "int8_p50_over_fp32_p50": {
+            "value": round(latency_ratio, 3),
+            "target": f"<= {TARGET_LATENCY_RATIO}",
+            "passed": latency_ratio <= TARGET_LATENCY_RATIO,
+            "int8": default_int8,
+            "fp32": best_fp32,
+        },
+        "int8_size_over_fp32_size": {
+            "value": round(size_ratio, 3),
+            "target": f"<= {TARGET_SIZE_RATIO}",
+            "passed": size_ratio <= TARGET_SIZE_RATIO,
+            "of": "model file",
+        },
+    }
+    tarballs = result.get("tarball_bytes")
+    if tarballs:
+        tar_ratio = tarballs[default_int8] / tarballs[best_fp32]
+        out["int8_tarball_over_fp32_tarball"] = {
+            "value": round(tar_ratio, 3),
+            "target": f"<= {TARGET_SIZE_RATIO}",
+            "passed": tar_ratio <= TARGET_SIZE_RATIO,
+        }
+    accuracy_section = result.get("accuracy_minilm")
+    if accuracy_section:
+        key = f"{DEFAULT_BACKEND}-{DEFAULT_MODE}"
+        row = accuracy_section["variants"][key]
+        out["minilm_int8_f1_within_1_of_fp32"] = {
+            "value": row["f1_drop"],
+            "fp32_f1": row["fp32_f1"],
+            "int8_f1": row["int8_f1"],
+            "target": f"F1 drop <= {TARGET_F1_DROP}",
+            "passed": row["f1_drop"] <= TARGET_F1_DROP,
+            "variant": key,
+        }
+    return out
+
+
+def print_tables(result: Json) -> None:
+    from rich.table import Table
+
+    from sagebox.cli.common import console as make_console
+
+    console = make_console()
+    setup = result["setup"]
+    table = Table(
+        title=f"{setup['model']}, batch 1, seq {setup['seq']}, {setup['threads']} threads, "
+        f"{setup['rounds']} interleaved rounds"
+    )
+    for column in ("variant", "P50 ms", "P90 ms", "/best FP32", "/same-backend FP32", "model MB"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for name, row in result["variants"].items():
+        table.add_row(
+            name,
+            f"{row['p50_ms']:.1f}",
+            f"{row['p90_ms']:.1f}",
+            f"{row['ratio_to_best_fp32_p50']:.3f}",
+            f"{row['ratio_to_same_backend_fp32_p50']:.3f}",
+            f"{row['model_file_bytes'] / 1e6:.1f}",
+        )
+    console.print(table)
+    accuracy_section = result.get("accuracy_minilm")
+    if accuracy_section:
+        acc = Table(title="MiniLM demo model, held-out dev split (through sagebox quantize)")
+        for column in ("backend-mode", "FP32 EM", "FP32 F1", "INT8 EM", "INT8 F1", "F1 drop", "gate"):
+            acc.add_column(column, justify="left" if column == "backend-mode" else "right")
+        for name, row in accuracy_section["variants"].items():
+            acc.add_row(
+                name,
+                f"{row['fp32_em']:.2f}",
+                f"{row['fp32_f1']:.2f}",
+                f"{row['int8_em']:.2f}",
+                f"{row['int8_f1']:.2f}",
+                f"{row['f1_drop']:+.2f}",
+                "pass" if row["gate_passed"] else "FAIL",
+            )
+        console.print(acc)
+    summary = Table(title="Acceptance checks")
+    for column in ("check", "value", "target", "result"):
+        summary.add_column(column)
+    for name, row in result["checks"].items():
+        verdict = "[green]pass[/green]" if row["passed"] else "[red]FAIL[/red]"
+        summary.add_row(name, str(row["value"]), row["target"], verdict)
+    console.print(summary)
+    machine, load = result["machine"], result["load_during_timing"]
+    console.print(
+        f"machine: {machine['model']}; INT8 dot product: {machine['int8_dot_product']}; other processes kept "
+        f"{load['cpus_busy_others']} CPU(s) busy on average while timing"
+    )
+    checks = result.get("runtime_checks")
+    if checks and "error" not in checks["runtime_options"]:
+        kernels = checks["layer_norm_kernels"][0]
+        options = checks["runtime_options"]["p50_over_default"]
+        console.print(
+            f"ONNX Runtime choices: SkipLayerNormalization {kernels['p50_us']['skip_layer_norm']} us vs Add + "
+            f"LayerNormalization {kernels['p50_us']['add_then_layer_norm']} us at {kernels['shape']} (1 thread); "
+            "padded INT8 call vs the default (spin-wait on, denormals flushed): "
+            f"spin off x{options['spin_off_flush_on']}, no flush x{options['spin_on_flush_off']}, "
+            f"neither x{options['spin_off_flush_off']}"
+        )
+    for line in result.get("notes", [])[2:]:
+        console.print(f"note: {line}")
+
+
+def write_json(result: Json, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, out)
+
+
+def runtime_checks(int8_dir: Path, hidden: int, threads: int) -> Json:
+    """The measurements behind container/handlers/onnx.py's settings, on this machine."""
+    from sagebox.bench import runtime_checks as checks
+
+    buckets = load_verified(int8_dir).sequence_buckets
+    bucket = 128 if 128 in buckets else buckets[0]
+    return {
+        "layer_norm_kernels": [
+            checks.layer_norm_kernels(bucket, hidden, 1),
+            checks.layer_norm_kernels(bucket, hidden, threads),
+        ],
+        "runtime_options": checks.runtime_options_in_child(int8_dir, bucket, threads),
+    }
+
+
+def child_latency(args: argparse.Namespace) -> int:
+    work, names = Path(args.child_latency[0]), args.child_latency[1].split(",")
+    latency = measure_latency(work, names, args.seq, args.threads, args.rounds)
+    fp32 = [n for n in names if n.startswith("fp32")]
+    int8 = [n for n in names if n.startswith("int8")]
+    out: Json = {"env": AVX2_ONLY_ENV, "variants": latency}
+    if fp32 and int8:
+        base = min(latency[n]["p50_ms"] for n in fp32)
+        out["int8_over_fp32_p50"] = {n: round(latency[n]["p50_ms"] / base, 3) for n in int8}
+    print(json.dumps(out))
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    from container.env import available_cpus
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=state_dir() / "bench" / "models.json")
+    p.add_argument("--work-dir", type=Path, default=state_dir() / "bench" / "work")
+    p.add_argument("--cache-dir", type=Path, help="demo model cache (default $SAGEBOX_CACHE_DIR or ~/.cache/sagebox)")
+    p.add_argument("--model-folder", type=Path, help="speed model HF folder (default: the BERT-base dims demo)")
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--seq", type=int, default=384)
+    p.add_argument("--threads", type=int, default=available_cpus())
+    p.add_argument("--calibration-batches", type=int, default=100)
+    p.add_argument("--reuse", action="store_true", help="reuse verified artifacts left in --work-dir")
+    p.add_argument("--skip-accuracy", action="store_true", help="no MiniLM EM/F1 section")
+    p.add_argument("--no-package", dest="package", action="store_false", help="skip the model.tar.gz sizes")
+    p.add_argument("--no-avx2-emulation", dest="avx2_emulation", action="store_false")
+    p.add_argument("--skip-runtime-checks", action="store_true", help="no layer-norm / spin / denormal section")
+    p.add_argument("--child-latency", nargs=2, metavar=("WORK", "NAMES"), help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child_latency:
+        return child_latency(args)
+    try:
+        result = run(args)
+    except SageboxError as exc:
+        print(f"bench_models: error: {exc}", file=sys.stderr)
+        return 1
+    write_json(result, args.out)
+    print_tables(result)
+    print(f"results: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

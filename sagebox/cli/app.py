@@ -1,0 +1,83 @@
+"""`sagebox`: one CLI for every Sagebox step. Heavy imports happen inside each command, never at start-up."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from sagebox.errors import SageboxError
+
+# Subcommand name -> module under sagebox.cli exposing `register(subparsers)`.
+COMMANDS = (
+    "serve",
+    "quantize",
+    "compile",
+    "build",
+    "evaluate",
+    "package",
+    "upload",
+    "demo_models",
+    "invoke",
+    "bench",
+    "box",
+    "infra",
+    "containers",
+)
+
+EXIT_USER_ERROR = 1
+EXIT_INTERNAL_ERROR = 70
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from container.env import EnvError
+    from container.manifest import ManifestError
+    from infra.catalog import CatalogError
+    from infra.errors import InfraError
+
+    return (SageboxError, ManifestError, CatalogError, EnvError, InfraError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sagebox",
+        description="Put PyTorch QA models on SageMaker endpoints cheaply and safely.",
+    )
+    parser.add_argument("--version", action="version", version="sagebox 0.1.0")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"sagebox.cli.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_command(lambda: args.func(args))
+
+
+def run_command(command: Callable[[], int | None]) -> int:
+    """Run a command; a user error becomes one line on stderr and exit 1, never a traceback."""
+    try:
+        result = command()
+    except KeyboardInterrupt:
+        print("sagebox: interrupted", file=sys.stderr)
+        return 130
+    except _user_errors() as exc:
+        print(f"sagebox: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except Exception as exc:
+        if os.environ.get("SAGEBOX_DEBUG"):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        print(
+            f"sagebox: internal error: {type(exc).__name__}: {first} (rerun with SAGEBOX_DEBUG=1 for details)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR
+    return int(result or 0)
+
+

@@ -1,0 +1,155 @@
+"""`sagebox up|down|status`: SageMaker in a box, on this machine, with no AWS account."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from sagebox.box.up import DEFAULT_TARGETS
+from sagebox.errors import SageboxError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("up", help="build the demo artifacts and deploy them into an embedded AWS (no account)")
+    p.add_argument(
+        "--targets",
+        default=",".join(DEFAULT_TARGETS),
+        help=f"comma-separated targets of infra/targets.json, or 'all' (default: {','.join(DEFAULT_TARGETS)})",
+    )
+    p.add_argument("--containers", action="store_true", help="run the real serving image (podman/Docker)")
+    p.set_defaults(func=run_up)
+    p = sub.add_parser("demo", help="what `make demo` runs: a fresh local box, then the benchmark table")
+    p.add_argument("--containers", action="store_true", help="run the real serving image (podman/Docker)")
+    p.add_argument("--queries", type=int, default=200, help="benchmark requests per endpoint (default 200)")
+    p.set_defaults(func=run_demo)
+    p = sub.add_parser("down", help="stop the local box, delete its stacks and temporary files (safe twice)")
+    p.set_defaults(func=run_down)
+    p = sub.add_parser("status", help="what the local box is running")
+    p.set_defaults(func=run_status)
+
+
+@contextlib.contextmanager
+def _steps() -> Iterator[Callable[[str], contextlib.AbstractContextManager[Callable[[str], None]]]]:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from sagebox.cli.common import console as make_console
+
+    console = make_console()
+    with Progress(
+        SpinnerColumn(finished_text="[green]✓"),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+
+        @contextlib.contextmanager
+        def step(title: str) -> Iterator[Callable[[str], None]]:
+            task = progress.add_task(title, total=1)
+
+            def say(line: str) -> None:
+                progress.update(task, description=f"{title} [dim]- {line.strip()}")
+
+            try:
+                yield say
+            except BaseException:
+                progress.update(task, description=f"[red]✗ {title}")
+                raise
+            progress.update(task, description=title, completed=1)
+
+        yield step
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from sagebox.box.up import UpOptions, bring_up
+    from sagebox.cli.common import console as make_console
+    from sagebox.paths import state_dir
+
+    targets = _targets(args.targets)
+    started = time.monotonic()
+    with _steps() as step:
+        state = bring_up(UpOptions(tuple(targets), args.containers, state_dir()), step)
+    console = make_console()
+    console.print(
+        f"\n[bold]SageMaker in a box is up[/] ({time.monotonic() - started:.0f} s): {len(state.endpoints)} endpoints"
+    )
+    _print_status(console)
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from sagebox.box.down import tear_down
+    from sagebox.cli import bench
+    from sagebox.cli.common import console as make_console
+    from sagebox.paths import state_dir
+
+    tear_down(state_dir(), lambda line: None)  # a box left from an earlier run is replaced
+    started = time.monotonic()
+    run_up(argparse.Namespace(targets=",".join(DEFAULT_TARGETS), containers=args.containers))
+    bench_args = bench.build_parser_defaults()
+    bench_args.queries = args.queries
+    bench.run(bench_args)
+    out = make_console()
+    out.print(
+        f"\n[bold]demo done in {time.monotonic() - started:.0f} s.[/] The endpoints are still up: "
+        "ask them with `.venv/bin/python scripts/invoke-INT8.py` (or -FP32), benchmark again with "
+        "`.venv/bin/sagebox bench`, stop everything with `.venv/bin/sagebox down`."
+    )
+    return 0
+
+
+def _targets(raw: str) -> list[str]:
+    from infra.targets import load_targets
+
+    if raw.strip() == "all":
+        return [t.name for t in load_targets()]
+    targets = [t.strip() for t in raw.split(",") if t.strip()]
+    if not targets:
+        raise SageboxError("--targets names no target")
+    return targets
+
+
+def run_down(args: argparse.Namespace) -> int:
+    from sagebox.box.down import tear_down
+    from sagebox.paths import state_dir
+
+    done = tear_down(state_dir(), print)
+    print("the local box is down" if done else "nothing was running; temporary files are gone")
+    return 0
+
+
+def _print_status(console: Console) -> None:
+    from rich.table import Table
+
+    from sagebox.box import processes
+    from sagebox.box.state import load_state
+    from sagebox.paths import state_dir
+
+    state = load_state(state_dir())
+    if state is None:
+        console.print("no local box is running (start one with `sagebox up`)")
+        return
+    table = Table(title="endpoints", title_justify="left")
+    for column in ("target", "endpoint name", "instance type", "variant", "serving at", "up"):
+        table.add_column(column)
+    for e in sorted(state.endpoints.values(), key=lambda e: e.target):
+        up = processes.alive(e.pid) if e.pid else bool(e.container_id)
+        table.add_row(e.target, e.endpoint_name, e.instance_type, e.variant, e.url, "yes" if up else "no")
+    console.print(table)
+    console.print(
+        f"embedded AWS {state.aws_url}  runtime gateway {state.gateway_url}  ({state.mode})\n"
+        "try:  .venv/bin/python scripts/invoke-INT8.py      .venv/bin/sagebox bench      .venv/bin/sagebox down"
+    )
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from sagebox.cli.common import console as make_console
+
+    _print_status(make_console())
+    return 0

@@ -1,0 +1,33 @@
+"""`sagebox evaluate`: SQuAD v1.1 EM/F1 of a model directory, through the serving predictor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from sagebox.cli.common import console, default_threads
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="SQuAD EM/F1 of a model directory (the code path the server runs)")
+    p.add_argument("--model-dir", type=Path, required=True, help="directory holding manifest.json")
+    p.add_argument("--data", type=Path, required=True, help="SQuAD v1.1 JSON with gold answers")
+    p.add_argument("--threads", type=int, default=None, help="inference threads (default: all CPUs)")
+    p.add_argument("--predictions", type=Path, help="also write {question id: answer} JSON here")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sagebox.pipeline.quantize_flow import evaluate_only
+    from sagebox.pipeline.tables import evaluation_table
+
+    evaluation = evaluate_only(args.model_dir, args.data, args.threads or default_threads())
+    if args.predictions:
+        args.predictions.write_text(json.dumps(evaluation.predictions, indent=1, sort_keys=True) + "\n")
+    if args.json:
+        print(json.dumps(evaluation.summary(), indent=2, sort_keys=True))
+    else:
+        console().print(evaluation_table(evaluation))
+    return 0

@@ -1,0 +1,99 @@
+"""`sagebox invoke`: ask an endpoint the reference questions (or your own) and print answers and latency."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sagebox.errors import SageboxError
+
+
+def add_endpoint_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint", help="endpoint name, or a local target such as c6i-int8 (default: by variant)")
+    p.add_argument("--region", help="AWS region (default: AWS_REGION, or the local box's)")
+    p.add_argument("--profile", help="AWS profile for a real account")
+    p.add_argument("--runtime-url", help="sagemaker-runtime endpoint URL (default: AWS's, or the local box's)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("invoke", help="ask an endpoint questions through boto3's sagemaker-runtime client")
+    add_endpoint_options(p)
+    p.add_argument("--variant", choices=["int8", "fp32", "neuron"], default="int8", help="pick the local endpoint")
+    p.add_argument("--question", action="append", help="a question (repeatable; default: the reference questions)")
+    p.add_argument("--context", help="the paragraph (default: the Amazon rainforest paragraph)")
+    p.add_argument("--custom-attributes", help="X-Amzn-SageMaker-Custom-Attributes to send")
+    p.set_defaults(func=run)
+
+
+def resolve_endpoint(args: argparse.Namespace, variant: str | None) -> tuple[str, object]:
+    """The endpoint name and a sagemaker-runtime client: a real account's, or the local box's."""
+    from sagebox import aws
+    from sagebox.box.state import load_state
+    from sagebox.paths import state_dir
+
+    box = load_state(state_dir())
+    endpoint = args.endpoint
+    runtime_url = args.runtime_url
+    region = args.region
+    if box is not None and not args.profile:
+        local = box.endpoint_for(endpoint) if endpoint else (box.endpoint_for_variant(variant) if variant else None)
+        if local is not None:
+            endpoint = local.endpoint_name
+            runtime_url = runtime_url or box.gateway_url
+            region = region or box.region
+    if not endpoint:
+        where = "no local box is running (start one with `sagebox up`)" if box is None else "the local box has none"
+        raise SageboxError(f"which endpoint? pass --endpoint NAME ({where} for variant {variant})")
+    if box is not None and runtime_url == box.gateway_url:
+        options = aws.AwsOptions.for_box(region or box.region, box.aws_url, box.gateway_url)
+    else:
+        options = aws.AwsOptions.from_env(region=region, profile=args.profile, runtime_endpoint_url=runtime_url)
+    session = aws.session(options)
+    return endpoint, aws.client(session, "sagemaker-runtime", options)
+
+
+def run(args: argparse.Namespace, variant: str | None = None) -> int:
+    from rich.table import Table
+
+    from sagebox.cli.common import console as make_console
+    from sagebox.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
+    from sagebox.invoke import invoke_qa
+
+    variant = variant or getattr(args, "variant", None)
+    endpoint, runtime = resolve_endpoint(args, variant)
+    questions = args.question or list(RAINFOREST_QUESTIONS)
+    context = args.context or RAINFOREST_CONTEXT
+    table = Table(title=f"{endpoint}", title_justify="left")
+    for column in ("question", "answer", "score", "latency ms"):
+        table.add_column(column, justify="right" if column in ("score", "latency ms") else "left")
+    latencies = []
+    for question in questions:
+        result = invoke_qa(runtime, endpoint, question, context, args.custom_attributes)
+        latencies.append(result.latency_ms)
+        table.add_row(question, result.answer, f"{result.score:.3f}", f"{result.latency_ms:.1f}")
+    console = make_console()
+    console.print(table)
+    latencies.sort()
+    console.print(f"{len(latencies)} questions, median latency {latencies[len(latencies) // 2]:.1f} ms")
+    return 0
+
+
+def script_main(variant: str, argv: list[str] | None = None) -> int:
+    """Entry point of scripts/invoke-<VARIANT>.py: the same code for the local box and a real account."""
+    parser = argparse.ArgumentParser(
+        prog=f"invoke-{variant.upper()}.py",
+        description=f"Ask the {variant.upper()} endpoint the reference questions about the Amazon rainforest.",
+    )
+    add_endpoint_options(parser)
+    parser.add_argument("--question", action="append")
+    parser.add_argument("--context")
+    parser.add_argument("--custom-attributes")
+    args = parser.parse_args(argv)
+    from sagebox.cli.app import run_command
+
+    return run_command(lambda: run(args, variant))
+
+
+if __name__ == "__main__":
+    sys.exit(script_main(Path(sys.argv[0]).stem.split("-")[-1].lower()))

@@ -1,0 +1,57 @@
+"""Ask an endpoint questions through boto3's sagemaker-runtime client: the same code locally and in the cloud."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError, EndpointConnectionError
+
+from sagebox.errors import SageboxError
+
+
+@dataclass(frozen=True)
+class Invocation:
+    question: str
+    answer: str
+    score: float
+    start: int
+    end: int
+    latency_ms: float
+
+
+def invoke_qa(
+    runtime: Any, endpoint: str, question: str, context: str, custom_attributes: str | None = None
+) -> Invocation:
+    body = json.dumps({"question": question, "context": context})
+    extra = {"CustomAttributes": custom_attributes} if custom_attributes else {}
+    started = time.perf_counter()
+    try:
+        response = runtime.invoke_endpoint(
+            EndpointName=endpoint, Body=body, ContentType="application/json", Accept="application/json", **extra
+        )
+        payload = response["Body"].read()
+    except ClientError as exc:
+        raise SageboxError(describe_client_error(endpoint, exc)) from None
+    except EndpointConnectionError as exc:
+        raise SageboxError(f"cannot reach the SageMaker runtime for {endpoint}: {exc}") from None
+    latency_ms = (time.perf_counter() - started) * 1000.0
+    answer = json.loads(payload)
+    return Invocation(
+        question, answer["answer"], float(answer["score"]), int(answer["start"]), int(answer["end"]), latency_ms
+    )
+
+
+def describe_client_error(endpoint: str, exc: ClientError) -> str:
+    error = exc.response.get("Error", {})
+    code = error.get("Code", "Error")
+    if code == "ModelError":
+        original = exc.response.get("OriginalStatusCode", "?")
+        detail = exc.response.get("OriginalMessage", error.get("Message", ""))
+        with contextlib.suppress(ValueError, AttributeError):
+            detail = json.loads(detail).get("message", detail)
+        return f"endpoint {endpoint}: the model answered {original}: {detail}"
+    return f"endpoint {endpoint}: {code}: {error.get('Message', '')}"

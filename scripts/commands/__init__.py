@@ -1,1 +1,0 @@
-"""One module per `sagebox` subcommand; each exposes `register(subparsers)`."""

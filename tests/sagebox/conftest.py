@@ -1,0 +1,65 @@
+"""Pipeline test fixtures: generated SQuAD data, a tiny model whose INT8 accuracy can be broken."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sagebox.pipeline.squad import GoldAnswer, QAExample, write_squad
+from sagebox.pipeline.synth_squad import BIOGRAPHY, generate
+
+
+@pytest.fixture(scope="session")
+def dev_examples() -> list[QAExample]:
+    return generate(24, 11, "dev")
+
+
+@pytest.fixture(scope="session")
+def dev_json(dev_examples: list[QAExample], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "dev.json"
+    write_squad(dev_examples, path)
+    return path
+
+
+def make_outlier_head(src: Path, dst: Path) -> Path:
+    """Copy of a QA folder whose start-logit row is 300x the end-logit row.
+
+    Per-channel INT8 keeps both rows; per-tensor INT8 rounds the end row to nothing, which breaks answers.
+    """
+    import torch
+    from transformers import BertForQuestionAnswering
+
+    shutil.copytree(src, dst)
+    model = BertForQuestionAnswering.from_pretrained(str(dst))
+    with torch.no_grad():
+        model.qa_outputs.weight[0] *= 300.0
+        model.qa_outputs.weight *= 20.0
+    model.save_pretrained(str(dst))
+    return dst
+
+
+@pytest.fixture(scope="session")
+def outlier_hf_folder(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_outlier_head(tiny_hf_folder, tmp_path_factory.mktemp("hf") / "outlier")
+
+
+@pytest.fixture(scope="session")
+def self_consistent_json(outlier_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Questions whose gold answers are the FP32 model's own answers: FP32 scores 100 by construction,
+    so any F1 the INT8 model loses is quantization error."""
+    from sagebox.pipeline.evaluate import evaluate_model_dir
+    from sagebox.pipeline.servable import build_fp32
+
+    root = tmp_path_factory.mktemp("self")
+    # Biography facts only: short spans, so a tiny random model's answers are not near-ties INT8 noise can flip.
+    examples = generate(40, 5, "dev", BIOGRAPHY)
+    build_fp32(outlier_hf_folder, root / "fp32")
+    predictions = evaluate_model_dir(root / "fp32", examples).predictions
+    gold = [
+        QAExample(e.id, e.question, e.context, (GoldAnswer(predictions[e.id], e.context.find(predictions[e.id])),))
+        for e in examples
+    ]
+    write_squad(gold, root / "gold.json")
+    return root / "gold.json"

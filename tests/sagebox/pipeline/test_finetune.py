@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from sagebox.pipeline.finetune import TrainRecipe, answer_tokens, featurize_for_training, train_qa
+from sagebox.pipeline.squad import GoldAnswer, QAExample
+from sagebox.pipeline.synth_squad import generate
+
+
+def _tokenizer(folder: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(folder / "tokenizer.json"))
+
+
+def test_answer_tokens_cover_exactly_the_answer(tiny_hf_folder: Path) -> None:
+    tok = _tokenizer(tiny_hf_folder)
+    tok.no_padding()
+    context = "Mount Renis rises 6,277 metres above sea level."
+    start = context.index("6,277 metres")
+    encoding = tok.encode("How high is Mount Renis?", context)
+    span = answer_tokens(encoding.sequence_ids, encoding.offsets, start, start + len("6,277 metres"))
+    assert span is not None
+    i, j = span
+    assert encoding.sequence_ids[i] == 1
+    assert context[encoding.offsets[i][0] : encoding.offsets[j][1]] == "6,277 metres"
+
+
+def test_answer_outside_the_window_is_skipped(tiny_hf_folder: Path) -> None:
+    context = "filler " * 200 + "the answer"
+    far = QAExample("1", "Where?", context, (GoldAnswer("answer", context.index("answer")),))
+    near = QAExample("2", "Where?", "the answer is here", (GoldAnswer("answer", 4),))
+    features, skipped = featurize_for_training(_tokenizer(tiny_hf_folder), [far, near], max_length=64)
+    assert skipped == 1
+    assert len(features) == 1
+    assert len(features[0].input_ids) <= 64
+
+
+def test_training_lowers_the_loss(tiny_hf_folder: Path) -> None:
+    import torch
+    from transformers import BertForQuestionAnswering
+
+    model = BertForQuestionAnswering.from_pretrained(str(tiny_hf_folder))
+    examples = generate(16, 0)  # small enough to memorise
+    tok = _tokenizer(tiny_hf_folder)
+    losses: list[float] = []
+    recipe = TrainRecipe(epochs=15, batch_size=8, learning_rate=3e-3, head_learning_rate=1e-2, frozen_layers=0)
+    stats = train_qa(model, tok, examples, recipe, progress=lambda step, total, loss: losses.append(loss))
+    assert stats.steps == 30 == len(losses)
+    assert not model.training
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 * 0.8
+    embeddings = dict(model.named_parameters())["bert.embeddings.word_embeddings.weight"]
+    assert not embeddings.requires_grad  # embeddings stay frozen
+    assert torch.isfinite(embeddings).all()
