@@ -63,13 +63,13 @@ class XlaOnCpu(TorchFunctionMode):
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
-        kwargs = dict(kwargs or {})
-        if func is torch.device and _device_constructor(args, kwargs):
+        # Called for every torch call of the script: the common case (no device argument) stays cheap.
+        if func is torch.device and _device_constructor(args, kwargs or {}):
             return CPU
-        if "device" in kwargs:
-            kwargs["device"] = cpu_for_xla(kwargs["device"])
+        if kwargs and "device" in kwargs:
+            kwargs = {**kwargs, "device": cpu_for_xla(kwargs["device"])}
         if func in _POSITIONAL_DEVICE_CALLS:
             args = tuple(cpu_for_xla(arg) for arg in args)
         elif any(type(arg) is torch.device for arg in args):
             args = tuple(cpu_for_xla(arg) if type(arg) is torch.device else arg for arg in args)
-        return func(*args, **kwargs)
+        return func(*args, **(kwargs or {}))
