@@ -3,9 +3,10 @@
 python -m neuron_emu.runner.overhead --out .sagebox/bench/neuron_emu_runner.json
 
 Times one training step of the example's MLP (64-120-84-10, batch 64, SGD with momentum, NLL loss) on device
-'xla' under `XlaOnCpu` and on device 'cpu' without it, alternating the two in rounds so the machine's noise hits
-both alike, and writes the medians (microseconds per step), the number of torch calls the mode sees per step
-and the cost per call.
+'xla' under `XlaOnCpu`, on device 'cpu' without any mode, and on 'cpu' under a mode that only forwards each call
+(torch's own cost of a Python torch function mode), alternating the three in rounds so the machine's noise hits
+all alike, and writes the medians (microseconds per step), the number of torch calls per step and the cost per
+call.
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ from torch.overrides import TorchFunctionMode
 from neuron_emu.runner.device import XlaOnCpu
 
 Clock = Callable[[], float]
+
+
+class _Forward(TorchFunctionMode):
+    """A mode that only forwards each call: what any Python torch function mode costs."""
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Sequence[type],
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
+        return func(*args, **(kwargs or {}))
 
 
 class _CallCounter(TorchFunctionMode):
@@ -80,25 +94,27 @@ def _per_step_us(context: AbstractContextManager[Any], step: Callable[[], float]
 
 
 def measure(rounds: int = 30, steps: int = 20, clock: Clock = time.perf_counter) -> dict[str, Any]:
-    """Median microseconds per step with and without the mode, over `rounds` alternating blocks of `steps`."""
-    under_mode, plain = training_step("xla"), training_step("cpu")
+    """Median microseconds per step under XlaOnCpu, without a mode and under a forwarding-only mode."""
+    under_mode, plain, forwarded = training_step("xla"), training_step("cpu"), training_step("cpu")
     with XlaOnCpu():
         under_mode()  # warm-up; 'xla' only works under the mode
     plain()
-    with_mode: list[float] = []
-    without_mode: list[float] = []
+    forwarded()
+    samples: dict[str, list[float]] = {"with_mode": [], "without_mode": [], "forwarding_mode": []}
     for _ in range(rounds):
-        with_mode.append(_per_step_us(XlaOnCpu(), under_mode, steps, clock))
-        without_mode.append(_per_step_us(nullcontext(), plain, steps, clock))
+        samples["with_mode"].append(_per_step_us(XlaOnCpu(), under_mode, steps, clock))
+        samples["without_mode"].append(_per_step_us(nullcontext(), plain, steps, clock))
+        samples["forwarding_mode"].append(_per_step_us(_Forward(), forwarded, steps, clock))
     counter = _CallCounter()
     with XlaOnCpu(), counter:
         under_mode()
-    with_us, without_us = statistics.median(with_mode), statistics.median(without_mode)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
     return {
-        "with_mode_us_per_step": round(with_us, 1),
-        "without_mode_us_per_step": round(without_us, 1),
+        "with_mode_us_per_step": round(medians["with_mode"], 1),
+        "without_mode_us_per_step": round(medians["without_mode"], 1),
+        "forwarding_mode_us_per_step": round(medians["forwarding_mode"], 1),
         "torch_calls_per_step": counter.calls,
-        "overhead_us_per_call": round((with_us - without_us) / counter.calls, 2),
+        "overhead_us_per_call": round((medians["with_mode"] - medians["without_mode"]) / counter.calls, 2),
         "rounds": rounds,
         "steps_per_round": steps,
     }

@@ -16,6 +16,7 @@ def test_measure_reports_medians_calls_and_cost_per_call_from_the_given_clock() 
     result = overhead.measure(rounds=3, steps=4, clock=lambda: float(next(ticks)))
     # Every block reads the clock twice in a row around its steps: 1 tick per block of 4 steps.
     assert result["with_mode_us_per_step"] == result["without_mode_us_per_step"] == 1e6 / 4
+    assert result["forwarding_mode_us_per_step"] == 1e6 / 4
     assert result["overhead_us_per_call"] == 0.0
     assert result["torch_calls_per_step"] > 10  # linear, relu, nll_loss, backward, optimizer updates, ...
     assert (result["rounds"], result["steps_per_round"]) == (3, 4)
