@@ -103,9 +103,15 @@ def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> int:
 
 
 def script_traceback(exc: BaseException, script: Path) -> str:
-    """The exception's traceback from the script's first frame on (the runner's own frames left out)."""
+    """The exception's traceback from the script's first frame on (the runner's own frames left out).
+
+    When no frame is the script's (a syntax error: the script never started), only the exception, as Python
+    prints it for `python SCRIPT.py`.
+    """
     tb: TracebackType | None = exc.__traceback__
     target = str(script)
     while tb is not None and tb.tb_frame.f_code.co_filename != target:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
+    if tb is None:
+        return "".join(traceback.format_exception_only(type(exc), exc))
+    return "".join(traceback.format_exception(type(exc), exc, tb))

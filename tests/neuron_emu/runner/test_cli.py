@@ -62,6 +62,16 @@ def test_a_script_error_prints_the_scripts_traceback_and_gives_1(
     assert not any("runpy" in line or "neuron_emu/runner" in line for line in err)
 
 
+def test_a_syntax_error_prints_only_the_error_like_python(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "syntax.py"
+    script.write_text("x = (\n")
+    assert main(["run", str(script)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f'  File "{script}", line 1'
+    assert err[-1] == "SyntaxError: '(' was never closed"
+    assert not any("runpy" in line or "Traceback" in line for line in err)
+
+
 def test_the_command_line_exits_with_the_scripts_status(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(
