@@ -1,0 +1,156 @@
+"""The processes that stand in for NeuronCores: one launcher, one worker per rank (run as `python -m`).
+
+The launcher reads its settings as one JSON line on stdin, imports torch once and forks one worker per rank
+(forking a fresh single-purpose interpreter rather than spawning N: each torch import costs ~2.5 s of CPU here).
+Each worker loads its rank's graphs, joins a gloo process group over the loopback interface and serves requests
+sent on its own socket by the parent: it runs the segments, all-reducing the partial sums between them, and rank
+0 replies with the outputs. Workers exit when the parent asks, when their socket reaches EOF (the parent died)
+or when the launcher dies (Linux parent-death signal); the launcher exits when its workers have.
+Stand-in: NeuronCores and NeuronLink collectives are emulated by CPU processes and gloo all-reduces over loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import pickle
+import signal
+import sys
+import time
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+
+
+def one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    neuron = [line for line in lines if line.startswith("neuron_emu")]
+    text = (neuron or lines or [type(exc).__name__])[-1]
+    return f"{type(exc).__name__}: {text}"
+
+
+def _die_with_launcher() -> None:
+    """Ask Linux to kill this worker when its parent (the launcher, single-threaded) dies."""
+    if sys.platform.startswith("linux"):
+        # Without prctl the socket's EOF still ends the worker once the parent is gone.
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _send(conn: Connection, message: tuple[Any, ...]) -> None:
+    conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _load_segments(path: str) -> list[Any]:
+    from neuron_emu.runtime import load
+
+    shard = load(path)
+    return [getattr(shard, f"segment{i}") for i in range(int(shard.count))]
+
+
+def serve(rank: int, conn: Connection, settings: dict[str, Any]) -> int:
+    """One worker: load rank `rank`'s graphs, then answer ("run", inputs) until ("stop",) or EOF."""
+    import torch
+    import torch.distributed as dist
+
+    world = int(settings["world"])
+    try:
+        torch.set_num_threads(int(settings["threads"]))
+        if world > 1:
+            dist.init_process_group(
+                "gloo",
+                init_method=f"file://{settings['store']}",
+                rank=rank,
+                world_size=world,
+                timeout=timedelta(seconds=float(settings["collective_timeout_s"])),
+            )
+        segments = _load_segments(settings["rank_files"][rank])
+        _send(conn, ("ready", rank, os.getpid()))
+    except Exception as exc:
+        _send(conn, ("error", rank, one_line(exc)))
+        return 1
+    try:
+        while True:
+            try:
+                message = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                return 0  # the parent is gone
+            if message[0] == "stop":
+                return 0
+            try:
+                _send(conn, _run(rank, world, segments, message[1]))
+            except (BrokenPipeError, ConnectionResetError):
+                return 0
+    finally:
+        if world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _run(rank: int, world: int, segments: list[Any], arrays: list[Any]) -> tuple[Any, ...]:
+    import torch
+    import torch.distributed as dist
+
+    try:
+        start = time.perf_counter()
+        collective_s = 0.0
+        with torch.no_grad():
+            state = segments[0](*[torch.from_numpy(a) for a in arrays])
+            for segment in segments[1:]:
+                hidden, bias, partial = state
+                if world > 1:
+                    began = time.perf_counter()
+                    dist.all_reduce(partial)
+                    collective_s += time.perf_counter() - began
+                state = segment(hidden, bias, partial)
+        elapsed = time.perf_counter() - start
+        outputs = [t.contiguous().numpy() for t in state] if rank == 0 else None
+        return ("ok", rank, outputs, {"run_us": elapsed * 1e6, "collective_us": collective_s * 1e6})
+    except Exception as exc:
+        return ("error", rank, one_line(exc))
+
+
+def launch(settings: dict[str, Any]) -> int:
+    """Fork one worker per rank on the inherited sockets, then wait for all of them."""
+    # Imported once here, before forking, so every worker starts with them loaded.
+    import torch.distributed  # noqa: F401
+
+    import neuron_emu.runtime  # noqa: F401
+
+    children: list[int] = []
+    fds = [int(fd) for fd in settings["fds"]]
+    for rank, fd in enumerate(fds):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _die_with_launcher()
+                for other in fds:
+                    if other != fd:
+                        os.close(other)
+                code = serve(rank, Connection(fd), settings)
+            finally:
+                os._exit(code)
+        children.append(pid)
+    for fd in fds:
+        os.close(fd)
+    worst = 0
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        worst = max(worst, os.waitstatus_to_exitcode(status) != 0)
+    return int(worst)
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which closes the workers
+    line = sys.stdin.readline()
+    if not line:
+        return 2
+    return launch(json.loads(line))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
