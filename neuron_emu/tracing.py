@@ -23,9 +23,11 @@ from neuron_emu.autocast import AutoCastMode, inline_autograd_functions
 from neuron_emu.compiler_args import CompilerOptions, parse_compiler_args
 from neuron_emu.cost.core_spec import neuroncore_v2
 from neuron_emu.cost.graph import GraphOp, TensorMeta, graph_ops
+from neuron_emu.cost.kernels import match_calls
 from neuron_emu.cost.plan import CostPlan, build_plan
 from neuron_emu.cost.rules import BUILTIN_NAMESPACES, classify, split_kind
 from neuron_emu.custom_op.library import loaded_libraries
+from neuron_emu.custom_op.profile import recording
 from neuron_emu.errors import NeuronEmuError, TraceError
 from neuron_emu.graph_modules import Entry, NeuronBuckets, NeuronGraph
 from neuron_emu.rounding import round_to
@@ -151,7 +153,9 @@ def _trace_graph(
         if isinstance(func, torch.nn.Module) and id(func) in session.copies:
             constants = {id(t): t for t in session.copies[id(func)].values()}
         capture = _Capture(call, options.auto_cast_type if options.casts_all else None)
-        graph = _run_trace(capture, inputs, AutoCastMode(options, constants, session.rounded))
+        # Tracing runs every kernel once: the access profile of each custom-op call prices it in the plan.
+        with recording() as calls:
+            graph = _run_trace(capture, inputs, AutoCastMode(options, constants, session.rounded))
     ops = graph_ops(graph.graph)
     namespaces = {split_kind(op.kind)[0] for op in ops} - BUILTIN_NAMESPACES
     libraries = loaded_libraries()
@@ -162,7 +166,7 @@ def _trace_graph(
             "a Neuron model may use one custom-op library"
         )
     metas = [TensorMeta(tuple(x.shape), str(x.dtype).removeprefix("torch."), False) for x in inputs]
-    plan = build_plan(ops, metas, options, neuroncore_v2(), custom)
+    plan = build_plan(ops, metas, options, neuroncore_v2(), custom, kernel_profiles=match_calls(ops, custom, calls))
     return _Traced(graph, capture.output_kind, capture.output_shapes, capture.output_dtypes, ops, custom, plan)
 
 

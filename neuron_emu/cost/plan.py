@@ -14,12 +14,24 @@ from typing import Any
 from neuron_emu.compiler_args import CompilerOptions
 from neuron_emu.cost.core_spec import CoreSpec
 from neuron_emu.cost.graph import GraphOp, TensorMeta
-from neuron_emu.cost.records import InstanceCost, OpCost
+from neuron_emu.cost.kernels import KernelConstants, dominant, kernel_constants, kernel_cost
+from neuron_emu.cost.records import InstanceCost, KernelCost, OpCost
 from neuron_emu.cost.report import render
-from neuron_emu.cost.rules import classify, tensor_engine_dtype, traffic, work
+from neuron_emu.cost.rules import classify, split_kind, tensor_engine_dtype, traffic, work
+from neuron_emu.custom_op.profile import CallProfile, CoreCounts
 from neuron_emu.hardware import GIB, NeuronInstance, neuron_instances, price_for
 
-__all__ = ["ASSUMPTIONS", "CostPlan", "InstanceCost", "OpCost", "build_plan", "instance_costs", "op_costs", "totals"]
+__all__ = [
+    "ASSUMPTIONS",
+    "CostPlan",
+    "InstanceCost",
+    "KernelCost",
+    "OpCost",
+    "build_plan",
+    "instance_costs",
+    "op_costs",
+    "totals",
+]
 
 Prices = Mapping[str, float]  # instance type -> on-demand USD per hour
 
@@ -35,9 +47,13 @@ ASSUMPTIONS = (
     "HBM bandwidth per core is the chip's bandwidth shared by its cores (neuron_emu/data/neuron_instances.json).",
     "FLOPs: 2*M*N*K per matmul; 1 per element for element-wise and activation ops; softmax 5, layer norm "
     "8 per element; reductions count input elements.",
-    "Custom C++ ops: one operation per input and output element on 1 GPSIMD core (8 with "
-    "multicore=True), each 16 fp32 lanes at an assumed 1.4 GHz; gathers (embedding, index_select) move "
-    "only the rows they read.",
+    "Custom C++ ops: priced from the access profile the emulator recorded while tracing (per GPSIMD core: "
+    "element accesses to NeuronCore memory x a per-access latency, DMA transfers x a per-transfer cost plus "
+    "bytes at the DMA bandwidth, elements computed at 16 fp32 lanes x an assumed 1.4 GHz; the slowest core "
+    "sets the time); the latency and per-transfer figures are derived from the Neuron custom-op tutorial's "
+    "published throughputs (neuron_emu/data/gpsimd_kernels.json). Without a profile: one operation per input "
+    "and output element on 1 GPSIMD core (8 with multicore=True). Gathers (embedding, index_select) move only "
+    "the rows they read.",
     "Layout ops (view, permute, slice...) are free; copies (cat, pad, contiguous) cost their bytes at HBM bandwidth.",
     "Not modelled: host-device transfer of inputs and outputs, runtime launch overhead, collective ops, "
     "the host CPU (tokenization) and sharding one model over cores: one model replica per NeuronCore.",
@@ -58,6 +74,7 @@ class CostPlan:
     unsupported: list[dict[str, str]]
     assumptions: list[str] = field(default_factory=lambda: list(ASSUMPTIONS))
     estimate: bool = True
+    kernel_constants: dict[str, float] = field(default_factory=dict)  # what profiled custom ops were priced with
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,12 +91,13 @@ class CostPlan:
             auto_cast_type=raw["auto_cast_type"],
             batch_size=int(raw["batch_size"]),
             inputs=list(raw["inputs"]),
-            ops=[OpCost(**op) for op in raw["ops"]],
+            ops=[OpCost.from_dict(op) for op in raw["ops"]],
             totals=dict(raw["totals"]),
             instances=[InstanceCost(**i) for i in raw["instances"]],
             unsupported=list(raw["unsupported"]),
             assumptions=list(raw.get("assumptions", ASSUMPTIONS)),
             estimate=bool(raw.get("estimate", True)),
+            kernel_constants={k: float(v) for k, v in raw.get("kernel_constants", {}).items()},
         )
 
     def to_text(self) -> str:
@@ -91,13 +109,43 @@ class CostPlan:
         return replace(self, instances=[_priced(i, prices) for i in self.instances])
 
 
+def _profiled_custom_op(
+    index: int, op: GraphOp, note: str, dtype: str, traffic_bytes: tuple[float, float], kernel: KernelCost
+) -> OpCost:
+    all_cores = CoreCounts.from_dict(kernel.all_cores)
+    return OpCost(
+        index=index,
+        op=op.kind,
+        engine="gpsimd",
+        dtype=dtype,
+        flops=float(all_cores.elements_computed),  # one operation per element computed, on all cores
+        weight_bytes=traffic_bytes[0],
+        activation_bytes=traffic_bytes[1],
+        hbm_bytes=float(all_cores.dma_bytes),  # block transfers; element accesses are counted, not sized
+        time_us=kernel.time_us,
+        bound=dominant(kernel),
+        note=f"{note}; priced from the emulator's access profile",
+        source=op.source,
+        kernel=kernel,
+    )
+
+
 def op_costs(
-    ops: Sequence[GraphOp], options: CompilerOptions, core: CoreSpec, custom_namespaces: Mapping[str, bool]
+    ops: Sequence[GraphOp],
+    options: CompilerOptions,
+    core: CoreSpec,
+    custom_namespaces: Mapping[str, bool],
+    kernel_profiles: Mapping[int, CallProfile] | None = None,
+    constants: KernelConstants | None = None,
 ) -> tuple[list[OpCost], list[dict[str, str]]]:
+    """One row per op (attention gives two). `kernel_profiles` ({index in ops: recorded call}) prices those
+    custom ops from their access profile with `constants` (default: neuron_emu/data's)."""
+    profiles = kernel_profiles or {}
+    kernel_prices = constants or (kernel_constants(core) if profiles else None)
     costs: list[OpCost] = []
     unsupported: list[dict[str, str]] = []
     bandwidth = core.hbm_bytes_per_s_per_core
-    for op in ops:
+    for position_in_graph, op in enumerate(ops):
         decision = classify(op, custom_namespaces)
         if decision.unsupported:
             unsupported.append(
@@ -105,6 +153,15 @@ def op_costs(
             )
             continue
         weights, activations = traffic(op, decision.engine, options)
+        call = profiles.get(position_in_graph)
+        if call is not None and kernel_prices is not None:
+            kernel = kernel_cost(call, kernel_prices)
+            costs.append(
+                _profiled_custom_op(
+                    len(costs), op, decision.note, _dtype_label(op, options), (weights, activations), kernel
+                )
+            )
+            continue
         spills = activations > core.sbuf_bytes
         for position, part in enumerate(work(op, decision.engine)):
             engine = part.engine
@@ -125,7 +182,9 @@ def op_costs(
             memory_s = hbm / bandwidth
             time_s = max(compute_s, memory_s)
             bound = "-" if engine == "none" else ("compute" if compute_s >= memory_s else "memory")
-            note = "; ".join(n for n in (decision.note, part.label) if n)
+            custom = engine == "gpsimd" and split_kind(op.kind)[0] in custom_namespaces
+            unprofiled = "no access profile: one operation per input and output element" if custom else ""
+            note = "; ".join(n for n in (decision.note, part.label, unprofiled) if n)
             costs.append(
                 OpCost(
                     index=len(costs),
@@ -224,8 +283,12 @@ def build_plan(
     core: CoreSpec,
     custom_namespaces: Mapping[str, bool],
     prices: Prices | None = None,
+    kernel_profiles: Mapping[int, CallProfile] | None = None,
 ) -> CostPlan:
-    costs, unsupported = op_costs(ops, options, core, custom_namespaces)
+    """The plan of a traced graph; `kernel_profiles` ({index in ops: call recorded while tracing}) prices
+    custom ops from what their kernels did (see neuron_emu.cost.kernels)."""
+    constants = kernel_constants(core) if kernel_profiles else None
+    costs, unsupported = op_costs(ops, options, core, custom_namespaces, kernel_profiles, constants)
     summary = totals(costs, core)
     batch = inputs[0].shape[0] if inputs and inputs[0] is not None and inputs[0].shape else 1
     return CostPlan(
@@ -239,4 +302,5 @@ def build_plan(
         totals=summary,
         instances=instance_costs(summary["latency_us"], int(batch), summary["weight_bytes"], prices),
         unsupported=unsupported,
+        kernel_constants=constants.to_dict() if constants is not None else {},
     )

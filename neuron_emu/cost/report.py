@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from neuron_emu.cost.records import InstanceCost, OpCost
+from neuron_emu.custom_op.profile import CoreCounts
 
 MAX_OP_ROWS = 40
 
@@ -31,6 +32,8 @@ class PlanView(Protocol):
     def unsupported(self) -> Sequence[Mapping[str, str]]: ...
     @property
     def assumptions(self) -> Sequence[str]: ...
+    @property
+    def kernel_constants(self) -> Mapping[str, float]: ...
 
 
 def _si(value: float, unit: str) -> str:
@@ -60,6 +63,7 @@ def render(plan: PlanView) -> str:
     if hidden > 0:
         lines.append(f"      ... {hidden} cheaper ops not shown")
     lines.append(f"      ({free} layout-only or auto-cast ops cost nothing)")
+    lines += _kernel_rows(plan.ops, plan.kernel_constants)
     totals = plan.totals
     lines += ["", "per engine:"]
     for engine, entry in sorted(totals["by_engine"].items()):
@@ -96,3 +100,35 @@ def _instance_rows(instances: Sequence[InstanceCost]) -> list[str]:
             row += f" {price:>7} {per_million:>11}"
         rows.append(row)
     return rows
+
+
+def _kernel_rows(ops: Sequence[OpCost], constants: Mapping[str, float]) -> list[str]:
+    """Where each profiled custom-op call's time goes: its slowest GPSIMD core's counts x the constants."""
+    profiled = [c for c in ops if c.kernel is not None]
+    if not profiled:
+        return []
+    lines = [
+        "",
+        "custom-op kernels (the emulator's access profile of the slowest GPSIMD core x the constants below):",
+        f"{'#':>4}  {'op':<30} {'cores':>5} {'HBM acc.':>9} {'DMA xfers':>9} {'DMA bytes':>10} {'computed':>9} "
+        f"{'HBM-acc us':>10} {'DMA us':>9} {'compute us':>10} {'total us':>10}",
+    ]
+    for c in profiled:
+        k = c.kernel
+        assert k is not None
+        n = CoreCounts.from_dict(k.counts)
+        lines.append(
+            f"{c.index:>4}  {c.op[:30]:<30} {k.cores:>5} {n.hbm_accesses:>9} {n.dma_transfers:>9} "
+            f"{_si(n.dma_bytes, 'B'):>10} {n.elements_computed:>9} {k.hbm_access_us:>10.2f} {k.dma_us:>9.2f} "
+            f"{k.compute_us:>10.2f} {k.time_us:>10.2f}"
+        )
+        if n.data_ptr_calls:
+            lines.append(f"      (#{c.index} read raw data_ptr(): accesses through it are not counted)")
+    if constants:
+        lines.append(
+            f"      constants: {constants['hbm_access_ns']:.1f} ns per element access (derived), "
+            f"{constants['dma_transfer_us']:.3f} us per DMA transfer (derived) + bytes at "
+            f"{_si(constants['dma_bytes_per_s'], 'B/s')} shared by the cores moving data, "
+            f"{_si(constants['compute_elements_per_s'], 'elements/s')} per core (assumed clock)"
+        )
+    return lines

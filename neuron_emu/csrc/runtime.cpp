@@ -1,6 +1,7 @@
 // neuron_emu runtime: the emulated NeuronCore side of a custom-op library (tensors, TCM, GPSIMD cores,
 // the element-wise tensor library) and the registration of NEURON_LIBRARY blocks. Compiled against the
 // shim headers only; it talks to torch through the C boundary in nemu/abi.h.
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -189,9 +190,45 @@ struct CoreState {
   bool multicore = false;
   CallState* call = nullptr;
   TcmPool pool;
+  CoreProfile profile;
 };
 
 thread_local CoreState* tl_core = nullptr;
+thread_local CoreProfile tl_scratch_profile;  // counts what code outside any kernel call does (never reported)
+
+// ---------------------------------------------------------------- call profiles (neuron_emu.custom_op.profile)
+// While recording is on, every successful call appends the access profile of each core that ran it. The log is
+// taken once per call, after the kernel returned: the kernels' hot loops only bump their own core's counters.
+#define NEMU_PROFILE_FIELDS(X)                                                                                \
+  X(accessor_reads) X(accessor_writes) X(stream_reads) X(stream_writes) X(stream_uncached_reads)             \
+  X(stream_uncached_writes) X(stream_transfers) X(stream_bytes) X(tcm_transfers) X(tcm_bytes) X(tcm_elements_out) \
+  X(library_elements) X(data_ptr_calls)
+#define NEMU_COUNT_FIELD(name) +1
+static_assert(sizeof(CoreProfile) == sizeof(uint64_t) * (0 NEMU_PROFILE_FIELDS(NEMU_COUNT_FIELD)),
+              "NEMU_PROFILE_FIELDS must list every CoreProfile counter");
+#undef NEMU_COUNT_FIELD
+
+constexpr size_t kMaxRecordedCalls = size_t{1} << 16;  // at most ~55 MB of 8-core profiles; later calls dropped
+
+struct OpRecord;
+
+struct CallProfileRecord {
+  const OpRecord* op;
+  bool multicore;
+  std::vector<CoreProfile> cores;
+};
+
+struct ProfileLog {
+  std::atomic<bool> recording{false};
+  std::mutex mutex;
+  std::vector<CallProfileRecord> calls;
+  uint64_t dropped = 0;
+};
+
+ProfileLog& profile_log() {
+  static ProfileLog* log = new ProfileLog();  // never destroyed: kernels may run during process exit
+  return *log;
+}
 thread_local int tl_shape_mode = 0;
 
 struct CoreGuard {
@@ -379,6 +416,7 @@ Tensor& map_unary(Tensor& out, const Tensor& self, F f) {
   const void* src = self.storage()->data;
   void* dst = out.storage()->data;
   for (int64_t i = 0; i < n; ++i) store(dst, out.scalar_type(), i, f(load(src, self.scalar_type(), i)));
+  detail::core_profile()->library_elements += static_cast<uint64_t>(n);
   return out;
 }
 
@@ -392,6 +430,7 @@ Tensor& map_binary(Tensor& out, const Tensor& a, const Tensor& b, F f) {
   for (int64_t i = 0; i < n; ++i) {
     store(dst, out.scalar_type(), i, f(load(pa, a.scalar_type(), i), load(pb, b.scalar_type(), i)));
   }
+  detail::core_profile()->library_elements += static_cast<uint64_t>(n);
   return out;
 }
 
@@ -584,7 +623,8 @@ int library_shape(const void* op_ptr, const nemu_arg_t* args, int32_t nargs, nem
   return 1;
 }
 
-Tensor run_multicore(const OpRecord& op, CallState& call, const std::vector<detail::ArgValue>& kernel_args) {
+Tensor run_multicore(const OpRecord& op, CallState& call, const std::vector<detail::ArgValue>& kernel_args,
+                     std::vector<CoreProfile>& profiles) {
   call.dst = allocate_with(call.allocator, IntArrayRef(call.out_sizes), call.out_dtype, "get_dst_tensor()");
   std::memset(call.dst.storage()->data, 0, call.dst.nbytes());
   call.dst_used = true;
@@ -604,6 +644,7 @@ Tensor run_multicore(const OpRecord& op, CallState& call, const std::vector<deta
     } catch (...) {
       errors[id] = "the kernel threw a non-standard exception";
     }
+    profiles[id] = core.profile;  // each core writes its own slot
   };
   std::vector<std::thread> threads;
   threads.reserve(kGpsimdCores - 1);
@@ -629,14 +670,19 @@ int library_call(const void* op_ptr, const nemu_arg_t* args, int32_t nargs, cons
     std::vector<detail::ArgValue> kernel_args = make_args(args, nargs, false, op.kernel.writes_inputs, allocator);
 
     Tensor out;
-    if (detail::generated_multicore()) {
-      out = run_multicore(op, call, kernel_args);
+    const bool multicore = detail::generated_multicore();
+    std::vector<CoreProfile> profiles;  // multicore: one per core (single core: `single`, no allocation)
+    CoreProfile single;
+    if (multicore) {
+      profiles.resize(kGpsimdCores);
+      out = run_multicore(op, call, kernel_args, profiles);
     } else {
       CoreState core;
       core.call = &call;
       CoreGuard guard(&core);
       Tensor returned = op.kernel.invoke(op.kernel.fn, kernel_args);
       out = call.dst_used ? call.dst : returned;
+      single = core.profile;
     }
 
     if (!out.defined()) fail("the kernel " + op.kernel_name + " returned an undefined tensor");
@@ -663,6 +709,16 @@ int library_call(const void* op_ptr, const nemu_arg_t* args, int32_t nargs, cons
       if (out.nbytes() > 0) std::memcpy(data, storage->data, out.nbytes());
       result->owner = owner;
       to_c_tensor(sizes, declared.scalar_type(), data, &result->tensor);
+    }
+    ProfileLog& log = profile_log();
+    if (log.recording.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lock(log.mutex);
+      if (log.calls.size() < kMaxRecordedCalls) {
+        if (!multicore) profiles.assign(1, single);
+        log.calls.push_back(CallProfileRecord{&op, multicore, std::move(profiles)});
+      } else {
+        ++log.dropped;
+      }
     }
     return 0;
   } catch (const std::exception& e) {
@@ -721,6 +777,7 @@ int64_t Tensor::numel() const {
 }
 
 void* Tensor::data_ptr() const {
+  ++detail::core_profile()->data_ptr_calls;
   if (!defined()) fail("data_ptr() on an undefined tensor");
   if (storage_ == nullptr) fail(kShapeOnlyMessage);
   return storage_->data;
@@ -844,6 +901,8 @@ Tensor dst_tensor() {
   call.dst_used = true;
   return call.dst;
 }
+
+CoreProfile* core_profile() noexcept { return tl_core != nullptr ? &tl_core->profile : &tl_scratch_profile; }
 
 uint32_t cpu_id() { return tl_core != nullptr ? tl_core->id : 0; }
 uint32_t cpu_count() { return tl_core != nullptr ? tl_core->count : 1; }
@@ -1213,4 +1272,56 @@ NEMU_EXPORT const char* nemu_library_info() {
     return "{\"error\": \"no NEURON_LIBRARY block was registered (is it in shape_srcs?)\"}";
   }
   return state.info.c_str();
+}
+
+// Call profiles: recording on (1) or off (0); while on, every successful kernel call is logged.
+NEMU_EXPORT void nemu_profile_record(int on) {
+  nemu::profile_log().recording.store(on != 0, std::memory_order_relaxed);
+}
+
+// The logged calls as JSON ({"version", "namespace", "recording", "dropped", "calls": [{"op", "multicore",
+// "cores": [{counter: value}]}]}); with drain != 0 the log is emptied. The text stays valid until this thread's
+// next call.
+NEMU_EXPORT const char* nemu_profile_json(int drain) {
+  static thread_local std::string text;
+  nemu::ProfileLog& log = nemu::profile_log();
+  std::vector<nemu::CallProfileRecord> calls;
+  uint64_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    if (drain != 0) {
+      calls.swap(log.calls);
+      dropped = log.dropped;
+      log.dropped = 0;
+    } else {
+      calls = log.calls;
+      dropped = log.dropped;
+    }
+  }
+  const nemu::LibraryState& state = nemu::library_state();
+  std::ostringstream out;
+  out << "{\"version\": 1, \"namespace\": \"" << nemu::json_escape(state.ns) << "\", \"recording\": "
+      << (log.recording.load(std::memory_order_relaxed) ? "true" : "false") << ", \"dropped\": " << dropped
+      << ", \"calls\": [";
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const nemu::CallProfileRecord& call = calls[i];
+    if (i) out << ", ";
+    out << "{\"op\": \"" << nemu::json_escape(state.ns + "::" + call.op->name)
+        << "\", \"multicore\": " << (call.multicore ? "true" : "false") << ", \"cores\": [";
+    for (size_t c = 0; c < call.cores.size(); ++c) {
+      const nemu::CoreProfile& core = call.cores[c];
+      if (c) out << ", ";
+      const char* separator = "{";
+#define NEMU_WRITE_FIELD(name)                                      \
+  out << separator << "\"" #name "\": " << core.name;             \
+  separator = ", ";
+      NEMU_PROFILE_FIELDS(NEMU_WRITE_FIELD)
+#undef NEMU_WRITE_FIELD
+      out << "}";
+    }
+    out << "]}";
+  }
+  out << "]}";
+  text = out.str();
+  return text.c_str();
 }

@@ -50,6 +50,13 @@ def multicore_ops() -> LoadedLibrary:
     return custom_op.load_library(path)
 
 
+@pytest.fixture(scope="session")
+def relu_styles() -> LoadedLibrary:
+    """`nemu_relu`: one ReLU written with element accessors, TCM transfers and streams (single core)."""
+    path = custom_op.load("nemu_relu", [CPP / "relu_styles.cpp"], [CPP / "relu_styles_shapes.cpp"])
+    return custom_op.load_library(path)
+
+
 class QAWrapper(torch.nn.Module):
     """The contract of Sagebox QA graphs: (input_ids, attention_mask, token_type_ids) -> (start, end)."""
 

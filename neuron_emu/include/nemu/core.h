@@ -313,6 +313,26 @@ struct Storage {
   ~Storage();
 };
 
+// ---------------------------------------------------------------- access profile
+// What one GPSIMD core's kernel did to memory during one call, for the cost model (neuron_emu.cost.kernels).
+// Each emulated core owns one and only its own thread bumps it: plain integers, no atomics or locks. The
+// runtime hands accessors a pointer into it when they are opened, so an element access costs one increment.
+struct CoreProfile {
+  uint64_t accessor_reads = 0;   // element accesses through read-only (const tensor) accessors
+  uint64_t accessor_writes = 0;  // element accesses through writable accessors (a read through one counts here)
+  uint64_t stream_reads = 0;     // elements read from a stream's TCM window
+  uint64_t stream_writes = 0;    // elements written into a stream's TCM window
+  uint64_t stream_uncached_reads = 0;   // stream reads with no TCM window (pool full): straight from HBM
+  uint64_t stream_uncached_writes = 0;  // stream writes with no TCM window: straight to HBM
+  uint64_t stream_transfers = 0;  // window refills and flushes (DMA between HBM and TCM)
+  uint64_t stream_bytes = 0;
+  uint64_t tcm_transfers = 0;  // tensor_to_tcm() and tcm_to_tensor() calls that moved data
+  uint64_t tcm_bytes = 0;
+  uint64_t tcm_elements_out = 0;  // elements tcm_to_tensor() wrote to tensors
+  uint64_t library_elements = 0;  // elements the torch:: tensor library computed (exp, add, clamp...)
+  uint64_t data_ptr_calls = 0;    // raw data_ptr() access: what the kernel does through it is not counted
+};
+
 class Tensor;
 template <class T, size_t N, bool ReadOnly>
 class TensorAccessor;
@@ -335,6 +355,7 @@ inline int64_t checked_index(int64_t index, int64_t size, size_t dims_left) {
   return index;
 }
 // Runtime hooks (runtime.cpp).
+CoreProfile* core_profile() noexcept;  // the calling core's profile (a per-thread scratch one outside kernels)
 void* open_accessor(const Tensor& tensor, ScalarType element, int64_t rank, bool writable, const char* what);
 void stream_opened(Storage& storage, bool write, const char* what);
 void stream_closed(Storage& storage, bool write) noexcept;
@@ -418,12 +439,12 @@ template <class T, size_t N, bool ReadOnly>
 class TensorAccessor {
  public:
   using pointer = std::conditional_t<ReadOnly, const T*, T*>;
-  TensorAccessor(pointer data, const int64_t* sizes, const int64_t* strides,
+  TensorAccessor(pointer data, const int64_t* sizes, const int64_t* strides, uint64_t* accesses,
                  std::shared_ptr<const detail::AccessorShape> keep = nullptr)
-      : data_(data), sizes_(sizes), strides_(strides), keep_(std::move(keep)) {}
+      : data_(data), sizes_(sizes), strides_(strides), accesses_(accesses), keep_(std::move(keep)) {}
   TensorAccessor<T, N - 1, ReadOnly> operator[](int64_t i) const {
     return TensorAccessor<T, N - 1, ReadOnly>(data_ + strides_[0] * detail::checked_index(i, sizes_[0], N),
-                                              sizes_ + 1, strides_ + 1);
+                                              sizes_ + 1, strides_ + 1, accesses_);
   }
   int64_t size(int64_t dim) const { return sizes_[dim]; }
   int64_t stride(int64_t dim) const { return strides_[dim]; }
@@ -434,18 +455,23 @@ class TensorAccessor {
   pointer data_;
   const int64_t* sizes_;
   const int64_t* strides_;
+  uint64_t* accesses_;
   std::shared_ptr<const detail::AccessorShape> keep_;
 };
 
+// The innermost dimension: every element access is one (counted) access to NeuronCore memory.
 template <class T, bool ReadOnly>
 class TensorAccessor<T, 1, ReadOnly> {
  public:
   using pointer = std::conditional_t<ReadOnly, const T*, T*>;
   using reference = std::conditional_t<ReadOnly, const T&, T&>;
-  TensorAccessor(pointer data, const int64_t* sizes, const int64_t* strides,
+  TensorAccessor(pointer data, const int64_t* sizes, const int64_t* strides, uint64_t* accesses,
                  std::shared_ptr<const detail::AccessorShape> keep = nullptr)
-      : data_(data), sizes_(sizes), strides_(strides), keep_(std::move(keep)) {}
-  reference operator[](int64_t i) const { return data_[strides_[0] * detail::checked_index(i, sizes_[0], 1)]; }
+      : data_(data), sizes_(sizes), strides_(strides), accesses_(accesses), keep_(std::move(keep)) {}
+  reference operator[](int64_t i) const {
+    ++*accesses_;
+    return data_[strides_[0] * detail::checked_index(i, sizes_[0], 1)];
+  }
   int64_t size(int64_t dim) const { return sizes_[dim]; }
   int64_t stride(int64_t dim) const { return strides_[dim]; }
   IntArrayRef sizes() const { return IntArrayRef(sizes_, 1); }
@@ -455,6 +481,7 @@ class TensorAccessor<T, 1, ReadOnly> {
   pointer data_;
   const int64_t* sizes_;
   const int64_t* strides_;
+  uint64_t* accesses_;
   std::shared_ptr<const detail::AccessorShape> keep_;
 };
 
@@ -473,7 +500,9 @@ TensorAccessor<T, N, ReadOnly> Tensor::make_accessor(bool writable) const {
   }
   shape->storage = storage_;
   const detail::AccessorShape* raw = shape.get();
-  return TensorAccessor<T, N, ReadOnly>(static_cast<T*>(data), raw->sizes, raw->strides, std::move(shape));
+  CoreProfile* profile = detail::core_profile();
+  uint64_t* accesses = ReadOnly ? &profile->accessor_reads : &profile->accessor_writes;
+  return TensorAccessor<T, N, ReadOnly>(static_cast<T*>(data), raw->sizes, raw->strides, accesses, std::move(shape));
 }
 
 template <class T, size_t N>
@@ -512,6 +541,7 @@ class StreamCursor {
     stream_opened(*storage_, Writable, what);
     open_ = true;
     window_ = static_cast<T*>(tcm_lease(kStreamWindowBytes));
+    profile_ = core_profile();
   }
   StreamCursor(StreamCursor&& other) noexcept { take(other); }
   ~StreamCursor() { release(); }
@@ -526,6 +556,7 @@ class StreamCursor {
     window_ = other.window_;
     window_begin_ = other.window_begin_;
     window_length_ = other.window_length_;
+    profile_ = other.profile_;
     other.open_ = false;
     other.window_ = nullptr;
   }
@@ -552,6 +583,7 @@ class StreamCursor {
   T* window_ = nullptr;  // null when the TCM pool had no room: elements then go straight to the tensor
   int64_t window_begin_ = 0;
   int64_t window_length_ = 0;
+  CoreProfile* profile_ = nullptr;
 };
 
 }  // namespace detail
@@ -573,13 +605,19 @@ class TensorReadStreamAccessor : detail::StreamCursor<T, false> {
 
   T read() {
     this->check_next("TensorReadStreamAccessor::read()");
-    if (this->window_ == nullptr) return this->data_[this->position_++];
+    if (this->window_ == nullptr) {
+      ++this->profile_->stream_uncached_reads;
+      return this->data_[this->position_++];
+    }
     if (this->position_ < this->window_begin_ || this->position_ >= this->window_begin_ + this->window_length_) {
       this->window_begin_ = this->position_;
       this->window_length_ = std::min<int64_t>(Base::kWindowElements, this->numel_ - this->position_);
-      std::memcpy(this->window_, this->data_ + this->window_begin_,
-                  static_cast<size_t>(this->window_length_) * sizeof(T));
+      const size_t bytes = static_cast<size_t>(this->window_length_) * sizeof(T);
+      std::memcpy(this->window_, this->data_ + this->window_begin_, bytes);
+      ++this->profile_->stream_transfers;
+      this->profile_->stream_bytes += bytes;
     }
+    ++this->profile_->stream_reads;
     return this->window_[this->position_++ - this->window_begin_];
   }
   int close() {
@@ -607,10 +645,12 @@ class TensorWriteStreamAccessor : detail::StreamCursor<T, true> {
   void write(T value) {
     this->check_next("TensorWriteStreamAccessor::write()");
     if (this->window_ == nullptr) {
+      ++this->profile_->stream_uncached_writes;
       this->data_[this->position_++] = value;
       return;
     }
     if (this->position_ - this->window_begin_ == Base::kWindowElements) flush();
+    ++this->profile_->stream_writes;
     this->window_[this->position_ - this->window_begin_] = value;
     ++this->position_;
   }
@@ -623,8 +663,10 @@ class TensorWriteStreamAccessor : detail::StreamCursor<T, true> {
  private:
   void flush() noexcept {
     if (this->window_ != nullptr && this->position_ > this->window_begin_) {
-      std::memcpy(this->data_ + this->window_begin_, this->window_,
-                  static_cast<size_t>(this->position_ - this->window_begin_) * sizeof(T));
+      const size_t bytes = static_cast<size_t>(this->position_ - this->window_begin_) * sizeof(T);
+      std::memcpy(this->data_ + this->window_begin_, this->window_, bytes);
+      ++this->profile_->stream_transfers;
+      this->profile_->stream_bytes += bytes;
     }
     this->window_begin_ = this->position_;
   }
@@ -654,6 +696,7 @@ class TensorTcmAccessor {
  public:
   explicit TensorTcmAccessor(const Tensor& tensor) : tensor_(tensor) {
     detail::open_accessor(tensor, tensor.scalar_type(), -2, !ReadOnly, "tcm_accessor");
+    profile_ = detail::core_profile();
   }
   template <class T>
   void tensor_to_tcm(T* tcm_ptr, size_t tensor_offset, size_t num_elem) {
@@ -661,7 +704,9 @@ class TensorTcmAccessor {
     detail::check_tcm_transfer(tensor_, ElementType<T>::dtype, tensor_offset, num_elem, "tensor_to_tcm");
     detail::check_tcm_buffer(tcm_ptr, num_elem * sizeof(T), "tensor_to_tcm");
     if (num_elem == 0) return;
-    std::memcpy(tcm_ptr, static_cast<const T*>(tensor_.data_ptr()) + tensor_offset, num_elem * sizeof(T));
+    std::memcpy(tcm_ptr, static_cast<const T*>(tensor_.storage()->data) + tensor_offset, num_elem * sizeof(T));
+    ++profile_->tcm_transfers;
+    profile_->tcm_bytes += num_elem * sizeof(T);
   }
   template <class T>
   void tcm_to_tensor(T* tcm_ptr, size_t tensor_offset, size_t num_elem) {
@@ -671,11 +716,15 @@ class TensorTcmAccessor {
     detail::check_tcm_transfer(tensor_, ElementType<T>::dtype, tensor_offset, num_elem, "tcm_to_tensor");
     detail::check_tcm_buffer(tcm_ptr, num_elem * sizeof(T), "tcm_to_tensor");
     if (num_elem == 0) return;
-    std::memcpy(static_cast<T*>(tensor_.data_ptr()) + tensor_offset, tcm_ptr, num_elem * sizeof(T));
+    std::memcpy(static_cast<T*>(tensor_.storage()->data) + tensor_offset, tcm_ptr, num_elem * sizeof(T));
+    ++profile_->tcm_transfers;
+    profile_->tcm_bytes += num_elem * sizeof(T);
+    profile_->tcm_elements_out += num_elem;
   }
 
  private:
   Tensor tensor_;
+  CoreProfile* profile_ = nullptr;
 };
 
 inline TensorTcmAccessor<true> Tensor::tcm_accessor() const& { return TensorTcmAccessor<true>(*this); }
