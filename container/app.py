@@ -24,6 +24,7 @@ from container.env import ServerSettings
 from container.logs import ensure_logging
 from container.manifest import ManifestError
 from container.predictor import Logits, Predictor, PredictorOptions
+from container.privileges import drop_privileges
 from container.qa import Feature, InputTooLong
 
 log = logging.getLogger("sagebox.server")
@@ -80,6 +81,8 @@ async def _load_and_start(state: ModelState, settings: ServerSettings) -> None:
     batcher.start()
     # Load on the thread that will run inference: runtimes set per-thread state (flush-to-zero) at load.
     predictor = await batcher.call(lambda: _load(state, settings))
+    # The model is read (or refused) as whoever started the server; requests are served as the service user.
+    drop_privileges(settings.service_user)
     if predictor is None:
         await batcher.close()
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,8 +26,12 @@ SPIN_WAIT = "SAGEBOX_SPIN_WAIT"
 FLUSH_DENORMALS = "SAGEBOX_FLUSH_DENORMALS"
 DRAIN_SECONDS = "SAGEBOX_DRAIN_SECONDS"
 LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
+SERVICE_USER = "SAGEBOX_SERVICE_USER"
+BIND_HOST = "SAGEBOX_BIND_HOST"
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
+# The image's unprivileged account (container/Dockerfile): a root server drops to it once the model is loaded.
+DEFAULT_SERVICE_USER = "sagebox"
 SIX_MB = 6 * 1024 * 1024
 # Padded tokens per model call. BERT-base INT8 on 2 cores: a batch of 8 windows ran 0.87-0.91x per sample at 256-384
 # tokens, ~1x at 128, 1.16-1.26x at 64 (scripts/bench_serving.py, batching_ceiling): long windows run alone or in pairs.
@@ -75,6 +80,25 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise EnvError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")
 
 
+def _user(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip()
+    if value and not all(c.isalnum() or c in "._-" for c in value):
+        raise EnvError(f"{name} must be an account name or uid (letters, digits, '.', '_', '-'), got {value!r}")
+    return value
+
+
+def _host(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip() or default
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise EnvError(f"{name} must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::), got {value!r}") from None
+    return value
+
+
 def available_cpus() -> int:
     """CPUs this process may use: scheduler affinity, capped by a cgroup v2/v1 CPU quota."""
     try:
@@ -107,6 +131,8 @@ def _cgroup_cpu_quota() -> int | None:
 @dataclass(frozen=True)
 class ServerSettings:
     port: int
+    # 0.0.0.0 in a container (its own network namespace); the box's serving processes listen on 127.0.0.1.
+    bind_host: str
     workers: int
     timeout_s: int
     model_dir: Path
@@ -122,6 +148,8 @@ class ServerSettings:
     flush_denormals: bool
     drain_seconds: int
     log_level: str
+    # Started as root (SageMaker's contract), the server serves as this account; empty: keep the identity it has.
+    service_user: str
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -133,6 +161,7 @@ class ServerSettings:
             raise EnvError(f"{LOG_LEVEL} must be one of critical, error, warning, info, debug; got {log_level!r}")
         return cls(
             port=_int(env, BIND_TO_PORT, 8080, 1, 65535),
+            bind_host=_host(env, BIND_HOST, "0.0.0.0"),
             workers=workers,
             timeout_s=_int(env, MODEL_SERVER_TIMEOUT, 60, 1),
             model_dir=Path(env.get(MODEL_DIR, "").strip() or DEFAULT_MODEL_DIR),
@@ -149,4 +178,5 @@ class ServerSettings:
             flush_denormals=_bool(env, FLUSH_DENORMALS, True),
             drain_seconds=_int(env, DRAIN_SECONDS, 25, 0, 30),
             log_level=log_level,
+            service_user=_user(env, SERVICE_USER, DEFAULT_SERVICE_USER),
         )

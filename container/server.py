@@ -31,7 +31,7 @@ def uvicorn_config(settings: ServerSettings) -> uvicorn.Config:
     return uvicorn.Config(
         "container.app:create_app",
         factory=True,
-        host="0.0.0.0",
+        host=settings.bind_host,
         port=settings.port,
         workers=settings.workers,
         loop="uvloop",

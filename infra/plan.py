@@ -29,8 +29,8 @@ IMAGE_EXCLUDES: tuple[str, ...] = (
     ".pytest_cache",
     "**/__pycache__",
 )
-# SageMaker sets these itself: the container must listen on 8080 and read /opt/ml/model.
-PLATFORM_ENV = frozenset({container_env.BIND_TO_PORT, container_env.MODEL_DIR})
+# SageMaker sets these itself: the container must listen on 8080 (all interfaces) and read /opt/ml/model.
+PLATFORM_ENV = frozenset({container_env.BIND_TO_PORT, container_env.MODEL_DIR, container_env.BIND_HOST})
 ECR_URI = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?P<cn>\.cn)?"
     r"/(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
@@ -58,6 +58,7 @@ class BuildImage:
     context: Path
     dockerfile: str
     exclude: tuple[str, ...]
+    build_args: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,16 @@ def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage 
         model_dir, context = settings.model_dir.resolve(), settings.build_context.resolve()
         if model_dir != context and model_dir.is_relative_to(context):
             exclude += (model_dir.relative_to(context).as_posix(),)
-        return BuildImage(context=settings.build_context, dockerfile=settings.dockerfile, exclude=exclude)
+        build_args: dict[str, str] = {}
+        if settings.base_image:
+            build_args["BASE_IMAGE"] = settings.base_image
+        if settings.wheelhouse is not None:
+            wheelhouse = _wheelhouse(target, settings.wheelhouse, context)
+            build_args["WHEELHOUSE"] = wheelhouse
+            exclude += (f"!{wheelhouse}/",)  # staged into the asset whatever .dockerignore says
+        return BuildImage(
+            context=settings.build_context, dockerfile=settings.dockerfile, exclude=exclude, build_args=build_args
+        )
     repository = parse_ecr_uri(image)
     if repository is None and not settings.local:
         raise TargetError(
@@ -142,6 +152,16 @@ def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage 
             "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY[:TAG|@sha256:DIGEST])"
         )
     return RegistryImage(uri=image, repository=repository)
+
+
+def _wheelhouse(target: str, path: Path, context: Path) -> str:
+    """The wheelhouse as the Dockerfile's WHEELHOUSE argument: a folder of wheels inside the build context."""
+    path = path.resolve()
+    if not path.is_relative_to(context):
+        raise TargetError(f"target {target!r}: wheelhouse {path} must be inside the build context {context}")
+    if not path.is_dir() or not any(path.glob("*.whl")):
+        raise TargetError(f"target {target!r}: wheelhouse {path} is not a folder of wheels")
+    return path.relative_to(context).as_posix()
 
 
 def resolve_model(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +30,12 @@ CONTEXT_KEYS: dict[str, str] = {
     "cfn_validate": "true: also run CDK's CloudFormation schema validation (findings fail the synth; slower)",
     "build_context": "docker build context of 'build' images (default: the repository root)",
     "dockerfile": "Dockerfile path inside the build context (default container/Dockerfile)",
+    "base_image": "base image of 'build' images (build argument BASE_IMAGE; default: ECR Public's Python image)",
+    "wheelhouse": "folder of wheels inside the build context: pip installs from it alone (offline builds)",
 }
+# Environment variables that stand for a context key when the CLI does not pass it (`sagebox env` sets them for
+# the offline box, so that `npx cdk deploy` runs unchanged there).
+CONTEXT_ENV: dict[str, str] = {"base_image": "SAGEBOX_BASE_IMAGE", "wheelhouse": "SAGEBOX_WHEELHOUSE"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class AppSettings:
     cfn_validate: bool = False
     build_context: Path = REPO_ROOT
     dockerfile: str = DEFAULT_DOCKERFILE
+    base_image: str | None = None
+    wheelhouse: Path | None = None
 
     def __post_init__(self) -> None:
         if not PREFIX_PATTERN.match(self.prefix) or len(self.prefix) > 20:
@@ -52,17 +60,21 @@ class AppSettings:
             )
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any], cwd: Path) -> AppSettings:
-        """Build settings from CDK context values (strings from `-c`, JSON values from cdk.json)."""
+    def from_context(cls, context: Mapping[str, Any], cwd: Path, env: Mapping[str, str] | None = None) -> AppSettings:
+        """Build settings from CDK context values (strings from `-c`, JSON values from cdk.json), with the
+        environment variables of CONTEXT_ENV standing in for keys the context does not set."""
+        env = os.environ if env is None else env
+        context = {**{k: env[v] for k, v in CONTEXT_ENV.items() if env.get(v, "").strip()}, **context}
         values: dict[str, Any] = {}
         for key, attr in (
             ("targets", "targets_file"),
             ("model_dir", "model_dir"),
             ("build_context", "build_context"),
+            ("wheelhouse", "wheelhouse"),
         ):
             if context.get(key) not in (None, ""):
                 values[attr] = (cwd / str(context[key])).resolve()
-        for key in ("prefix", "image_uri", "dockerfile"):
+        for key in ("prefix", "image_uri", "dockerfile", "base_image"):
             if context.get(key) not in (None, ""):
                 values[key] = str(context[key])
         if context.get("only") not in (None, ""):

@@ -35,13 +35,6 @@ class EndpointSession(boto3.session.Session):
         return super().client(service_name, *args, **kwargs)
 
 
-def _drop_empty_objects(parsed: dict[str, Any], **_: Any) -> None:
-    """moto answers Describe* with `VpcConfig: {}` / `DataCaptureConfig: {}` where AWS omits them; the SDK's
-    strict response shapes reject those empty objects. Applied to the local box's session only."""
-    for key in [k for k, v in parsed.items() if v == {}]:
-        del parsed[key]
-
-
 def box_session(
     aws_url: str | None = None, runtime_url: str | None = None, region: str | None = None
 ) -> EndpointSession:
@@ -61,8 +54,6 @@ def box_session(
         aws_secret_access_key="testing",
         region_name=region or "us-east-1",
     )
-    # Before the SDK makes its first client: clients copy the session's event hooks when created.
-    session.events.register("after-call.sagemaker.*", _drop_empty_objects)
     return session
 
 

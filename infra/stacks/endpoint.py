@@ -145,6 +145,7 @@ class EndpointStack(cdk.Stack):
                 platform=ecr_assets.Platform.LINUX_AMD64,
                 exclude=list(image.exclude),
                 ignore_mode=cdk.IgnoreMode.DOCKER,
+                build_args=dict(image.build_args) or None,
             )
             return asset.image_uri, asset.repository.repository_arn
         return image.uri, image.repository.arn if image.repository else None

@@ -191,12 +191,12 @@ def measure_gateway(model_dir: Path, rounds: int, log_dir: Path) -> dict[str, ob
     gateway with a bare HTTP client, and through the gateway with boto3's sagemaker-runtime client, interleaved."""
     from sagebox import aws
     from sagebox.box import processes, runtime_gateway
-    from sagebox.box.routes import Route, save_routes
+    from sagebox.box.routes import Route, VariantRoute, save_routes
 
     body = _request_body(0)
     with LocalServer.start(model_dir, log_dir / "gateway-backend.log") as server:
         routes = log_dir / "routes.json"
-        save_routes(routes, {"bench": Route("bench", server.url)})
+        save_routes(routes, {"bench": Route("bench", (VariantRoute("AllTraffic", 1.0, (server.url,)),))})
         url, pid = runtime_gateway.spawn(routes, log_dir / "gateway.log")
         try:
             direct, gateway = HttpInvoker(server.port), HttpInvoker(int(url.rsplit(":", 1)[1]))

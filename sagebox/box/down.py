@@ -1,48 +1,43 @@
-"""`sagebox down`: stop what `sagebox up` started, delete its stacks, remove its temporary files. Idempotent."""
+"""`sagebox down`: stop what `sagebox up` started, endpoints first, and remove its temporary files. Idempotent.
+
+The registry's storage (`.sagebox/registry`) stays, like an engine's images: `make clean` removes it.
+"""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sagebox.box import processes
-from sagebox.box.state import clear_state, load_state
-from sagebox.box.up import ROUTES_FILE, box_clients
+from sagebox.box.reconciler import ROUTES_FILE
+from sagebox.box.state import load_state
 
-TEMPORARY = ("endpoints", "logs", ROUTES_FILE)
+Say = Callable[[str], None]
 
 
-def tear_down(state_dir: Path, say: Callable[[str], None]) -> int:
-    """Number of things stopped or deleted (0 when nothing was running)."""
+def tear_down(state_dir: Path, say: Say) -> int:
+    """Stop what `sagebox up` started (endpoints first) and remove its temporary files; 0 when nothing ran."""
+    from sagebox.box import registry
+    from sagebox.box.reconciler import FLEET_FILE, load_fleet
+    from sagebox.box.state import clear_state
+
     state = load_state(state_dir)
     done = 0
     if state is not None:
-        for endpoint in state.endpoints.values():
-            if endpoint.container_id:
-                from sagebox.box.containers import stop_container
-
-                if stop_container(endpoint.container_id):
-                    say(f"stopped container {endpoint.container_id[:12]} ({endpoint.target})")
-                    done += 1
-            elif endpoint.pid and processes.stop(endpoint.pid):
-                say(f"stopped endpoint {endpoint.target} (pid {endpoint.pid})")
+        # The embedded AWS stops its endpoints' instances on SIGTERM (SageMaker's 30 s grace each).
+        for pid, what in ((state.aws_pid, "the embedded AWS and its endpoints"), (state.gateway_pid, "the gateway")):
+            if pid and processes.stop(pid, timeout=40):
+                say(f"stopped {what}")
                 done += 1
-        if state.gateway_pid and processes.stop(state.gateway_pid):
-            say("stopped the runtime gateway")
+        done += _stop_leftovers(load_fleet(state_dir), say)
+        if state.registry_pid and processes.stop(state.registry_pid):
+            say("stopped the registry")
             done += 1
-        if state.aws_pid and processes.alive(state.aws_pid):
-            if state.stacks:
-                from infra.local import destroy
-
-                cloudformation, _, _ = box_clients(state)
-                destroy(cloudformation, state.stacks, poll_s=0.2)
-                say(f"deleted {len(state.stacks)} stack(s) from the embedded AWS")
-                done += len(state.stacks)
-            processes.stop(state.aws_pid)
-            say("stopped the embedded AWS")
-            done += 1
-    for name in TEMPORARY:
+        if state.registry_host:
+            registry.untrust(state.registry_host)
+    for name in ("endpoints", "logs", ROUTES_FILE, FLEET_FILE):
         path = state_dir / name
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -50,3 +45,16 @@ def tear_down(state_dir: Path, say: Callable[[str], None]) -> int:
             path.unlink(missing_ok=True)
     clear_state(state_dir)
     return done
+
+
+def _stop_leftovers(fleet: dict[str, Any], say: Say) -> int:
+    """Instances the embedded AWS could not stop (it was killed): processes by pid, containers by id."""
+    stopped = 0
+    for endpoint, entry in fleet.items():
+        for variant in entry.get("variants", []):
+            for instance in variant.get("instances", []):
+                pid = int(instance.get("pid") or 0)
+                if pid and processes.stop(pid):
+                    say(f"stopped a leftover instance of {endpoint} (pid {pid})")
+                    stopped += 1
+    return stopped

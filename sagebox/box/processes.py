@@ -25,6 +25,11 @@ def spawn(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = N
 def popen(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`python <args>` from the repository, in its own session (signals reach its whole group), output appended
     to `log_path`, the repository on PYTHONPATH."""
+    return popen_program([sys.executable, *args], log_path, env)
+
+
+def popen_program(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Any program, started like `popen` (own session, output appended to `log_path`)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {
         **os.environ,
@@ -33,7 +38,7 @@ def popen(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = N
     }
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, *args],
+            list(argv),
             cwd=REPO,
             env=full_env,
             stdout=log,

@@ -1,4 +1,8 @@
-"""The local runtime's route table: endpoint name -> the serving process (or container) that answers it."""
+"""The local runtime's route table: endpoint name -> its variants -> the instances that answer them.
+
+The control plane writes it (atomically) whenever an endpoint starts serving, changes or stops; the runtime
+gateway re-reads it when the file changes. Only InService endpoints are in it.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +14,36 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
+class VariantRoute:
+    name: str
+    weight: float
+    urls: tuple[str, ...]  # base URLs of the variant's healthy instances, e.g. http://127.0.0.1:8123
+    log_path: str = ""
+
+
+@dataclass(frozen=True)
 class Route:
     endpoint: str
-    url: str  # base URL of the serving process, e.g. http://127.0.0.1:8123
-    variant: str = "AllTraffic"
-    log_path: str = ""
+    variants: tuple[VariantRoute, ...]
+
+    def variant(self, name: str) -> VariantRoute | None:
+        return next((v for v in self.variants if v.name == name), None)
 
 
 def load_routes(path: Path) -> dict[str, Route]:
     if not path.is_file():
         return {}
     raw = json.loads(path.read_text())
-    return {name: Route(**entry) for name, entry in raw.items()}
+    return {
+        name: Route(
+            entry["endpoint"],
+            tuple(
+                VariantRoute(v["name"], float(v["weight"]), tuple(v["urls"]), v.get("log_path", ""))
+                for v in entry["variants"]
+            ),
+        )
+        for name, entry in raw.items()
+    }
 
 
 def save_routes(path: Path, routes: dict[str, Route]) -> None:
@@ -34,7 +56,7 @@ def save_routes(path: Path, routes: dict[str, Route]) -> None:
 
 
 class RouteTable:
-    """Routes read from a file, re-read when the file changes (so `sagebox up` can add endpoints live)."""
+    """Routes read from a file, re-read when the file changes (the control plane adds endpoints live)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

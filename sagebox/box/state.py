@@ -1,50 +1,36 @@
-"""What `sagebox up` started, on disk, so `invoke`, `bench` and `down` (any later process) can find it."""
+"""What `sagebox up` started, on disk, so `env`, `status`, `invoke`, `bench` and `down` (any later process) find it.
+
+Endpoints are not recorded here: the embedded SageMaker knows them, and the control plane writes what runs behind
+each one (`fleet.json`, see sagebox.box.reconciler).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 STATE_FILE = "box.json"
 
 
 @dataclass
-class EndpointState:
-    target: str
-    endpoint_name: str
-    instance_type: str
-    variant: str
-    stack_name: str
-    url: str = ""
-    pid: int = 0
-    model_dir: str = ""
-    log_path: str = ""
-    container_id: str = ""
-
-
-@dataclass
 class BoxState:
     region: str = "us-east-1"
+    mode: str = "processes"  # processes | containers
     aws_url: str = ""
     aws_pid: int = 0
     gateway_url: str = ""
     gateway_pid: int = 0
-    bucket: str = ""
+    registry_host: str = ""  # 127.0.0.1:PORT of the registry behind ECR (containers mode)
+    registry_pid: int = 0
+    docker_host: str = ""  # the engine cdk-assets builds with and the control plane runs containers on
+    base_image: str = ""  # offline builds: the base image already in that engine
+    wheelhouse: str = ""  # offline builds: wheels inside the repository (the image build's WHEELHOUSE)
+    models_dir: str = ""  # the packaged models `sagebox up` deployed (model_dir of the CDK app)
+    models_source: str = ""  # "yours" (build/models or --models) or "demo"
     stacks: list[str] = field(default_factory=list)
-    endpoints: dict[str, EndpointState] = field(default_factory=dict)
-    mode: str = "processes"  # processes | containers
-
-    def endpoint_for(self, target_or_name: str) -> EndpointState | None:
-        if target_or_name in self.endpoints:
-            return self.endpoints[target_or_name]
-        return next((e for e in self.endpoints.values() if e.endpoint_name == target_or_name), None)
-
-    def endpoint_for_variant(self, variant: str) -> EndpointState | None:
-        matches = sorted((e for e in self.endpoints.values() if e.variant == variant), key=lambda e: e.target)
-        return matches[0] if matches else None
 
 
 def load_state(state_dir: Path) -> BoxState | None:
@@ -52,8 +38,8 @@ def load_state(state_dir: Path) -> BoxState | None:
     if not path.is_file():
         return None
     raw = json.loads(path.read_text())
-    endpoints = {name: EndpointState(**e) for name, e in raw.pop("endpoints", {}).items()}
-    return BoxState(**raw, endpoints=endpoints)
+    known = {f.name for f in fields(BoxState)}
+    return BoxState(**{k: v for k, v in raw.items() if k in known})
 
 
 def save_state(state_dir: Path, state: BoxState) -> None:

@@ -1,34 +1,37 @@
-"""`sagebox up`: SageMaker in a box.
+"""`sagebox up`: SageMaker in a box, brought up and deployed with the commands a user runs against AWS.
 
-Build (or reuse) the demo artifacts, start an embedded AWS (moto server), upload the artifacts to its S3,
-deploy the synthesized endpoint stacks into its CloudFormation, then do what SageMaker does for each
-endpoint: download the model data, untar it into a model directory and start the serving container (a
-process, or the real image with --containers) with the model's environment. A local SageMaker runtime
-gateway answers boto3's InvokeEndpoint for every endpoint.
+1. the packaged models: yours (`build/models`, or `--models DIR`), else the demo's (built once, cached);
+2. with `--containers`: a container engine (Docker, else podman), the offline base image and wheelhouse, and a
+   local OCI registry behind the embedded ECR;
+3. the embedded AWS (a patched moto server) with the box's control plane, and the runtime gateway;
+4. `cdk bootstrap`, then `cdk deploy` of the endpoint stacks: the real CDK CLI and cdk-assets, with the box's
+   environment (`sagebox env`) and CDK context only: model data assets land in the bootstrap bucket, and with
+   `--containers` the image asset is built and pushed into the embedded ECR;
+5. the control plane does what SageMaker does for each endpoint; `cdk deploy` returns once they are InService.
+
+In process mode the checkout's serving code stands in for the image (no engine, no image build): the stacks
+name the artifacts repository's image (`-c image_uri=...`), which the control plane does not pull.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sagebox.box import processes
-from sagebox.box.routes import Route, save_routes
-from sagebox.box.state import BoxState, EndpointState, load_state, save_state
+from sagebox.box.embedded_aws.config import ACCESS_KEY, ACCOUNT, REGION, EmbeddedAwsConfig
+from sagebox.box.reconciler import ROUTES_FILE
+from sagebox.box.state import BoxState, load_state, save_state
 from sagebox.errors import SageboxError
 from sagebox.local_server import free_port
+from sagebox.paths import REPO
 
 DEFAULT_TARGETS = ("c6i-int8", "c6i-fp32", "inf2-neuron")
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
-ASSET_BUCKET = f"sagebox-local-assets-{ACCOUNT}-{REGION}"  # plays `cdk bootstrap`'s asset bucket
-ROUTES_FILE = "routes.json"
+USER_MODELS = REPO / "build" / "models"
 
+Step = Callable[[str], Any]
 Say = Callable[[str], None]
 
 
@@ -37,140 +40,154 @@ class UpOptions:
     targets: tuple[str, ...] = DEFAULT_TARGETS
     containers: bool = False
     state_dir: Path = Path(".sagebox")
-    # variant -> model.tar.gz to deploy; None builds (or reuses) the demo's MiniLM artifacts.
-    tarballs: dict[str, Path] | None = None
+    # Packaged models (<variant>/model.tar.gz); None: build/models when it holds any, else the demo's.
+    models: Path | None = None
 
 
-def box_clients(state: BoxState) -> tuple[Any, Any, Any]:
-    """(cloudformation, sagemaker, s3) clients of the embedded AWS."""
+def box_clients(state: BoxState, *services: str) -> list[Any]:
+    """Clients of the embedded AWS (sagemaker-runtime goes to the gateway)."""
     from sagebox import aws
 
     options = aws.AwsOptions.for_box(state.region, state.aws_url, state.gateway_url)
     session = aws.session(options)
-    return (
-        aws.client(session, "cloudformation", options),
-        aws.client(session, "sagemaker", options),
-        aws.client(session, "s3", options),
-    )
+    return [aws.client(session, service, options) for service in services]
+
+
+def has_models(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("*/model.tar.gz"))
+
+
+def choose_models(options: UpOptions, say: Say) -> tuple[Path, str]:
+    """(folder of packaged models, "yours" or "demo")."""
+    if options.models is not None:
+        if not has_models(options.models):
+            raise SageboxError(f"{options.models} holds no <variant>/model.tar.gz: package models with `sagebox build`")
+        return options.models.resolve(), "yours"
+    if has_models(USER_MODELS):
+        return USER_MODELS, "yours"
+    from sagebox.box.artifacts import demo_artifacts
+
+    packages = {tarball.parent.parent for tarball in demo_artifacts(say).tarballs.values()}
+    return packages.pop(), "demo"
+
+
+def check_targets(targets: Sequence[str], models: Path) -> tuple[str, ...]:
+    """The targets, each known to infra/targets.json and with its packaged model present in `models`."""
+    from infra.targets import load_targets
+
+    known = {t.name: t for t in load_targets()}
+    unknown = [t for t in targets if t not in known]
+    if unknown:
+        raise SageboxError(f"unknown target(s) {', '.join(unknown)}; infra/targets.json has {', '.join(known)}")
+    missing = [
+        f"{name} ({known[name].model_data})"
+        for name in targets
+        if not known[name].model_data.startswith("s3://") and not (models / known[name].model_data).is_file()
+    ]
+    if missing:
+        raise SageboxError(f"{models} lacks the model of target(s) {', '.join(missing)}")
+    return tuple(targets)
+
+
+def prepare_containers(state: BoxState, state_dir: Path, say: Say) -> None:
+    """Engine, offline base image and wheelhouse (only build arguments), and the registry behind ECR."""
+    import os
+    import subprocess
+
+    from sagebox.box import registry
+    from sagebox.images import wheelhouse
+    from sagebox.images.dirs import Paths
+    from sagebox.images.setup import setup
+
+    ready = setup(Paths.from_env(), log=say)
+    state.docker_host = ready.engine.base_url
+    if not os.environ.get("SAGEBOX_ONLINE_BUILD"):
+        state.base_image = ready.base_image
+        requirements = REPO / "container" / "requirements.txt"
+        folder = wheelhouse.ensure_wheelhouse(requirements, REPO / "build", subprocess.run, say)
+        state.wheelhouse = folder.relative_to(REPO).as_posix()
+    files = registry.RegistryFiles(state_dir / "registry")
+    host = f"127.0.0.1:{free_port()}"
+    state.registry_pid = registry.start(files, host)
+    state.registry_host = host
+    say(f"registry on https://{host} (storage {files.storage})")
 
 
 def start_embedded_aws(state: BoxState, state_dir: Path) -> None:
-    port = free_port()
+    from pathlib import Path as _Path
+
+    config = EmbeddedAwsConfig(
+        port=free_port(),
+        state_dir=state_dir.resolve(),
+        mode="containers" if state.mode == "containers" else "processes",
+        region=state.region,
+        registry_host=state.registry_host or None,
+        registry_ca=_Path(state_dir / "registry" / "tls" / "cert.pem").resolve() if state.registry_host else None,
+        docker_host=state.docker_host or None,
+    )
     log = state_dir / "logs" / "embedded-aws.log"
-    pid = processes.spawn(["-m", "sagebox.box.moto_server", "--port", str(port)], log)
-    # "localhost", not 127.0.0.1: the CDK CLI reads a leading "127" as a bucket name (see shared notes).
-    state.aws_url, state.aws_pid = f"http://localhost:{port}", pid
-    processes.wait_http(f"http://127.0.0.1:{port}/moto-api/", pid, log, timeout=60)
+    pid = processes.spawn(["-m", "sagebox.box.embedded_aws.server", *config.argv()], log)
+    state.aws_url, state.aws_pid = config.url, pid
+    processes.wait_http(f"http://127.0.0.1:{config.port}/moto-api/", pid, log, timeout=60)
 
 
 def start_gateway(state: BoxState, state_dir: Path) -> None:
     from sagebox.box import runtime_gateway
 
-    routes = state_dir / ROUTES_FILE
-    save_routes(routes, {})
     log = state_dir / "logs" / "runtime-gateway.log"
-    state.gateway_url, state.gateway_pid = runtime_gateway.spawn(routes, log, state.region)
+    state.gateway_url, state.gateway_pid = runtime_gateway.spawn(state_dir / ROUTES_FILE, log, state.region)
 
 
-def download_model(s3: Any, model_data_url: str, dest: Path) -> Path:
-    """What SageMaker does with ModelDataUrl: fetch the tarball and untar it into the model directory."""
-    from sagebox.pipeline.package import unpack_and_verify
-
-    if not model_data_url.startswith("s3://"):
-        raise SageboxError(f"model data {model_data_url!r} is not an s3:// URI")
-    bucket, _, key = model_data_url[5:].partition("/")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-        tarball = Path(tmp) / "model.tar.gz"
-        s3.download_file(bucket, key, str(tarball))
-        staging = Path(tmp) / "model"
-        unpack_and_verify(tarball, staging)
-        shutil.rmtree(dest, ignore_errors=True)
-        os.replace(staging, dest)
-    return dest
+def image_uri(state: BoxState) -> str:
+    """Process mode: the artifacts repository's image, which the control plane does not pull (see the docstring)."""
+    return f"{ACCOUNT}.dkr.ecr.{state.region}.amazonaws.com/sagebox-serving:checkout"
 
 
-def local_environment(model_env: dict[str, str]) -> dict[str, str]:
-    """The model's environment, with workers and threads scaled to this machine instead of the instance."""
-    from container import env
-    from container.env import available_cpus
-
-    scaled = dict(model_env)
-    scaled[env.MODEL_SERVER_WORKERS] = "1"
-    scaled[env.INTRA_OP_THREADS] = str(available_cpus())
-    return scaled
+def cdk_context(state: BoxState, targets: Sequence[str]) -> list[str]:
+    args = ["-c", f"model_dir={state.models_dir}", "-c", f"only={','.join(targets)}"]
+    if state.mode == "processes":
+        args += ["-c", f"image_uri={image_uri(state)}"]
+    return args
 
 
-def start_endpoint(endpoint: EndpointState, model_env: dict[str, str], state_dir: Path, containers: bool) -> None:
-    port = free_port()
-    log = state_dir / "logs" / f"endpoint-{endpoint.target}.log"
-    environment = local_environment(model_env)
-    if containers:
-        from sagebox.box.containers import start_container
-
-        endpoint.container_id = start_container(Path(endpoint.model_dir), port, environment)
-    else:
-        from container import env
-
-        environment.update({env.MODEL_DIR: endpoint.model_dir, env.BIND_TO_PORT: str(port)})
-        endpoint.pid = processes.spawn(["-m", "container", "serve"], log, environment)
-    endpoint.url = f"http://127.0.0.1:{port}"
-    endpoint.log_path = str(log)
-
-
-def wait_endpoint(endpoint: EndpointState, timeout: float = 300) -> None:
-    if endpoint.container_id:
-        from sagebox.box.containers import wait_container
-
-        wait_container(endpoint.container_id, endpoint.url, timeout)
-        return
-    processes.wait_http(f"{endpoint.url}/ping", endpoint.pid, Path(endpoint.log_path), timeout=timeout)
-
-
-def bring_up(options: UpOptions, step: Callable[[str], Any]) -> BoxState:
+def bring_up(options: UpOptions, step: Step) -> BoxState:
     """Run every step; `step(title)` returns a context manager that reports progress for that step."""
-    from sagebox.box.artifacts import demo_artifacts
+    from sagebox.box.cdk_cli import run_cdk
+    from sagebox.box.environment import box_environment
 
     state_dir = options.state_dir
-    if (existing := load_state(state_dir)) is not None and processes.alive(existing.aws_pid):
+    existing = load_state(state_dir)
+    if existing is not None and existing.aws_pid and processes.alive(existing.aws_pid):
         raise SageboxError("a local box is already running: `sagebox down` first (or use it as it is)")
-    targets = _check_targets(options.targets)
-    if options.tarballs is None:
-        with step("demo artifacts: MiniLM QA as FP32, INT8 and Neuron") as say:
-            tarballs = demo_artifacts(say).tarballs
-    else:
-        tarballs = options.tarballs
     state = BoxState(region=REGION, mode="containers" if options.containers else "processes")
-    image_uri = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/sagebox-serving:latest"
-    if options.containers:
-        with step("serving image (podman or Docker Engine)") as say:
-            from sagebox.box.containers import ensure_image
-
-            ensure_image(say)
+    with step("packaged models") as say:
+        models, source = choose_models(options, say)
+        state.models_dir, state.models_source = str(models), source
+        targets = check_targets(options.targets, models)
+        say(f"{source}: {models}")
     try:
-        with step("embedded AWS (moto server)"):
+        if options.containers:
+            with step("container engine, base image, wheelhouse and the registry behind ECR") as say:
+                prepare_containers(state, state_dir, say)
+                save_state(state_dir, state)
+        with step("embedded AWS (moto server) and the box's control plane"):
             start_embedded_aws(state, state_dir)
             save_state(state_dir, state)
-        cloudformation, sagemaker, s3 = box_clients(state)
-        with step(f"upload artifacts to s3://{ASSET_BUCKET}") as say:
-            model_data = _upload(s3, tarballs, targets, say)
-        with step(f"synthesize {len(targets)} endpoint stacks (CDK, cdk-nag)"):
-            from infra.local import synth_templates
-            from infra.targets import load_targets, select
-
-            chosen = select(load_targets(), list(targets))
-            templates = synth_templates(chosen, image_uri, model_data)
-        with step("deploy the stacks into the embedded CloudFormation"):
-            from infra.local import deploy
-
-            state.stacks = list(templates)
-            save_state(state_dir, state)
-            names = deploy(cloudformation, templates, poll_s=0.2)
-        with step("start the runtime gateway"):
+        with step("runtime gateway (InvokeEndpoint)"):
             start_gateway(state, state_dir)
             save_state(state_dir, state)
-        with step(f"start {len(names)} endpoint(s) from their model data, as SageMaker does") as say:
-            _start_endpoints(state, state_dir, names, sagemaker, s3, options.containers, say)
+        env = box_environment(state)
+        cdk_log = state_dir / "logs" / "cdk.log"
+        context = cdk_context(state, targets)
+        with step("cdk bootstrap"):
+            run_cdk(["bootstrap", f"aws://{ACCOUNT}/{state.region}", *context], env, cdk_log)
+        stacks = [f"sagebox-{t}" for t in targets]
+        with step(f"cdk deploy {' '.join(stacks)}") as say:
+            state.stacks = ["sagebox-artifacts", *stacks]
+            save_state(state_dir, state)
+            deploy = ["deploy", *stacks, "--require-approval", "never", "--concurrency", str(len(stacks))]
+            run_cdk([*deploy, "--progress", "events", *context], env, cdk_log)
+            say("every endpoint InService")
     except BaseException:
         save_state(state_dir, state)
         raise
@@ -178,76 +195,4 @@ def bring_up(options: UpOptions, step: Callable[[str], Any]) -> BoxState:
     return state
 
 
-def _check_targets(targets: Sequence[str]) -> tuple[str, ...]:
-    from infra.targets import load_targets
-
-    known = {t.name: t for t in load_targets()}
-    unknown = [t for t in targets if t not in known]
-    if unknown:
-        raise SageboxError(f"unknown target(s) {', '.join(unknown)}; infra/targets.json has {', '.join(known)}")
-    return tuple(targets)
-
-
-def _upload(s3: Any, tarballs: dict[str, Path], targets: Sequence[str], say: Say) -> dict[str, str]:
-    from infra.targets import load_targets
-    from sagebox.pipeline.upload import upload_artifact
-
-    s3.create_bucket(Bucket=ASSET_BUCKET)
-    variants = {t.name: t.variant for t in load_targets()}
-    uris: dict[str, str] = {}
-    uploaded: dict[str, str] = {}
-    for target in targets:
-        variant = variants[target]
-        if variant is None:
-            raise SageboxError(f"target {target} names no variant: the box deploys the demo's fp32, int8 or neuron")
-        if variant not in tarballs:
-            raise SageboxError(f"target {target} needs a {variant} artifact, and none was given")
-        if variant not in uploaded:
-            result = upload_artifact(s3, tarballs[variant], ASSET_BUCKET, f"models/{variant}/model.tar.gz")
-            say(f"{variant}: {result.bytes / 1e6:.1f} MB, sha256 {result.sha256[:12]}… verified by S3")
-            uploaded[variant] = result.uri
-        uris[target] = uploaded[variant]
-    return uris
-
-
-def endpoint_name_of(target: str) -> str:
-    """The endpoint stack's name (the stacks name endpoints `<prefix>-<target>`; moto renames the endpoints)."""
-    from infra.settings import AppSettings
-
-    return f"{AppSettings().prefix}-{target}"
-
-
-def _start_endpoints(
-    state: BoxState, state_dir: Path, names: dict[str, str], sagemaker: Any, s3: Any, containers: bool, say: Say
-) -> None:
-    endpoints_dir = state_dir / "endpoints"
-    endpoints_dir.mkdir(parents=True, exist_ok=True)
-    started = []
-    for target, endpoint_name in sorted(names.items()):
-        described = sagemaker.describe_endpoint(EndpointName=endpoint_name)
-        config = sagemaker.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
-        variant = config["ProductionVariants"][0]
-        model = sagemaker.describe_model(ModelName=variant["ModelName"])
-        container = model["PrimaryContainer"]
-        model_dir = download_model(s3, container["ModelDataUrl"], endpoints_dir / target / "model")
-        from container.manifest import load_verified
-
-        endpoint = EndpointState(
-            target=target,
-            endpoint_name=endpoint_name,
-            instance_type=variant["InstanceType"],
-            variant=load_verified(model_dir).variant,
-            stack_name=endpoint_name_of(target),
-            model_dir=str(model_dir),
-        )
-        start_endpoint(endpoint, dict(container.get("Environment", {})), state_dir, containers)
-        state.endpoints[target] = endpoint
-        save_state(state_dir, state)
-        started.append(endpoint)
-        say(f"{target}: {endpoint_name} ({endpoint.instance_type}, {endpoint.variant}) starting at {endpoint.url}")
-    routes = {}
-    for endpoint in started:
-        wait_endpoint(endpoint)
-        routes[endpoint.endpoint_name] = Route(endpoint.endpoint_name, endpoint.url, "AllTraffic", endpoint.log_path)
-        say(f"{endpoint.target}: /ping 200")
-    save_routes(state_dir / ROUTES_FILE, routes)
+__all__ = ["ACCESS_KEY", "DEFAULT_TARGETS", "UpOptions", "bring_up"]

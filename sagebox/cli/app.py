@@ -79,5 +79,3 @@ def run_command(command: Callable[[], int | None]) -> int:
         )
         return EXIT_INTERNAL_ERROR
     return int(result or 0)
-
-

@@ -70,18 +70,31 @@ def _endpoints(args: argparse.Namespace) -> tuple[list[Any], Any, bool]:
         )
         return specs, aws.client(aws.session(options), "sagemaker-runtime", options), False
     box = load_state(state_dir())
-    if box is None or not box.endpoints:
+    endpoints = _box_endpoints(box)
+    if box is None or not endpoints:
         raise SageboxError("no endpoints: start the local box with `sagebox up`, or pass --endpoint NAME=INSTANCE_TYPE")
-    wanted = [t.strip() for t in args.targets.split(",")] if args.targets else sorted(box.endpoints)
-    unknown = [t for t in wanted if t not in box.endpoints]
+    wanted = [t.strip() for t in args.targets.split(",")] if args.targets else sorted(endpoints)
+    unknown = [t for t in wanted if t not in endpoints]
     if unknown:
-        raise SageboxError(f"the local box has no target(s) {', '.join(unknown)} (it has {', '.join(box.endpoints)})")
+        raise SageboxError(f"the local box has no target(s) {', '.join(unknown)} (it has {', '.join(endpoints)})")
     specs = [
-        EndpointSpec(t, box.endpoints[t].endpoint_name, box.endpoints[t].instance_type, box.endpoints[t].variant)
-        for t in wanted
+        EndpointSpec(t, endpoints[t].endpoint_name, endpoints[t].instance_type, endpoints[t].variant) for t in wanted
     ]
     options = aws.AwsOptions.for_box(box.region, box.aws_url, args.runtime_url or box.gateway_url)
     return specs, aws.client(aws.session(options), "sagemaker-runtime", options), True
+
+
+def _box_endpoints(box: Any) -> dict[str, Any]:
+    """The local box's InService endpoints by target (empty without a running box)."""
+    from sagebox.box import processes
+    from sagebox.box.inventory import list_endpoints
+    from sagebox.box.up import box_clients
+    from sagebox.paths import state_dir
+
+    if box is None or not (box.aws_pid and processes.alive(box.aws_pid)):
+        return {}
+    (sagemaker,) = box_clients(box, "sagemaker")
+    return {t: e for t, e in list_endpoints(box, state_dir(), sagemaker).items() if e.status == "InService"}
 
 
 def _questions(args: argparse.Namespace, local: bool) -> tuple[list[Any], str]:
@@ -182,11 +195,11 @@ def _neuron_estimates(specs: list[Any], local: bool) -> list[str]:
     from sagebox.box.state import load_state
     from sagebox.paths import state_dir
 
-    box = load_state(state_dir()) if local else None
+    endpoints = _box_endpoints(load_state(state_dir())) if local else {}
     notes = []
     for spec in specs:
-        endpoint = box.endpoints.get(spec.label) if box else None
-        plan_path = Path(endpoint.model_dir) / "neuron_cost_plan.json" if endpoint else None
+        endpoint = endpoints.get(spec.label)
+        plan_path = Path(endpoint.model_dir) / "neuron_cost_plan.json" if endpoint and endpoint.model_dir else None
         if spec.variant != "neuron" or plan_path is None or not plan_path.is_file():
             continue
         plan = json.loads(plan_path.read_text())

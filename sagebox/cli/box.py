@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sagebox.box.up import DEFAULT_TARGETS
@@ -16,22 +17,31 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("up", help="build the demo artifacts and deploy them into an embedded AWS (no account)")
+    p = sub.add_parser("up", help="an embedded AWS on this machine, deployed to with `cdk deploy` (no account)")
     p.add_argument(
         "--targets",
         default=",".join(DEFAULT_TARGETS),
         help=f"comma-separated targets of infra/targets.json, or 'all' (default: {','.join(DEFAULT_TARGETS)})",
     )
-    p.add_argument("--containers", action="store_true", help="run the real serving image (podman/Docker)")
+    p.add_argument(
+        "--models",
+        type=Path,
+        help="packaged models to deploy (<variant>/model.tar.gz; default: build/models, else the demo's)",
+    )
+    p.add_argument("--containers", action="store_true", help="build the image and run it in containers (podman/Docker)")
     p.set_defaults(func=run_up)
     p = sub.add_parser("demo", help="what `make demo` runs: a fresh local box, then the benchmark table")
-    p.add_argument("--containers", action="store_true", help="run the real serving image (podman/Docker)")
+    p.add_argument("--containers", action="store_true", help="build the image and run it in containers (podman/Docker)")
     p.add_argument("--queries", type=int, default=200, help="benchmark requests per endpoint (default 200)")
     p.set_defaults(func=run_demo)
-    p = sub.add_parser("down", help="stop the local box, delete its stacks and temporary files (safe twice)")
+    p = sub.add_parser("down", help="stop the local box and remove its temporary files (safe twice)")
     p.set_defaults(func=run_down)
     p = sub.add_parser("status", help="what the local box is running")
     p.set_defaults(func=run_status)
+    p = sub.add_parser(
+        "env", help='shell lines that point AWS SDKs, the CDK CLI and Docker at the box: eval "$(sagebox env)"'
+    )
+    p.set_defaults(func=run_env)
 
 
 @contextlib.contextmanager
@@ -74,11 +84,9 @@ def run_up(args: argparse.Namespace) -> int:
     targets = _targets(args.targets)
     started = time.monotonic()
     with _steps() as step:
-        state = bring_up(UpOptions(tuple(targets), args.containers, state_dir()), step)
+        bring_up(UpOptions(tuple(targets), args.containers, state_dir(), getattr(args, "models", None)), step)
     console = make_console()
-    console.print(
-        f"\n[bold]SageMaker in a box is up[/] ({time.monotonic() - started:.0f} s): {len(state.endpoints)} endpoints"
-    )
+    console.print(f"\n[bold]SageMaker in a box is up[/] ({time.monotonic() - started:.0f} s)")
     _print_status(console)
     return 0
 
@@ -91,7 +99,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     tear_down(state_dir(), lambda line: None)  # a box left from an earlier run is replaced
     started = time.monotonic()
-    run_up(argparse.Namespace(targets=",".join(DEFAULT_TARGETS), containers=args.containers))
+    run_up(argparse.Namespace(targets=",".join(DEFAULT_TARGETS), containers=args.containers, models=None))
     bench_args = bench.build_parser_defaults()
     bench_args.queries = args.queries
     bench.run(bench_args)
@@ -128,24 +136,57 @@ def _print_status(console: Console) -> None:
     from rich.table import Table
 
     from sagebox.box import processes
+    from sagebox.box.inventory import list_endpoints
     from sagebox.box.state import load_state
+    from sagebox.box.up import box_clients
     from sagebox.paths import state_dir
 
     state = load_state(state_dir())
     if state is None:
         console.print("no local box is running (start one with `sagebox up`)")
         return
-    table = Table(title="endpoints", title_justify="left")
-    for column in ("target", "endpoint name", "instance type", "variant", "serving at", "up"):
+    if not (state.aws_pid and processes.alive(state.aws_pid)):
+        console.print(
+            f"the embedded AWS of the last `sagebox up` ({state.aws_url}) is not running: its endpoints are gone; "
+            "`sagebox down`, then `sagebox up`, brings the box back"
+        )
+        return
+    (sagemaker,) = box_clients(state, "sagemaker")
+    endpoints = list_endpoints(state, state_dir(), sagemaker)
+    table = Table(title=f"endpoints ({state.mode}; models: {state.models_source})", title_justify="left")
+    for column in ("target", "endpoint", "status", "instance type", "variant", "model", "instances", "restarts"):
         table.add_column(column)
-    for e in sorted(state.endpoints.values(), key=lambda e: e.target):
-        up = processes.alive(e.pid) if e.pid else bool(e.container_id)
-        table.add_row(e.target, e.endpoint_name, e.instance_type, e.variant, e.url, "yes" if up else "no")
+    for e in endpoints.values():
+        status = e.status if not e.failure_reason else f"{e.status}: {e.failure_reason[:80]}"
+        instances = f"{e.alive}/{e.instances}" if e.instances else "-"
+        table.add_row(
+            e.target,
+            e.endpoint_name,
+            status,
+            e.instance_type,
+            e.variant,
+            ", ".join(e.models),
+            instances,
+            str(e.restarts),
+        )
     console.print(table)
     console.print(
-        f"embedded AWS {state.aws_url}  runtime gateway {state.gateway_url}  ({state.mode})\n"
-        "try:  .venv/bin/python scripts/invoke-INT8.py      .venv/bin/sagebox bench      .venv/bin/sagebox down"
+        f"embedded AWS {state.aws_url}  runtime gateway {state.gateway_url}  models {state.models_dir}\n"
+        'try:  eval "$(.venv/bin/sagebox env)"   .venv/bin/python scripts/invoke-INT8.py   '
+        ".venv/bin/sagebox bench   .venv/bin/sagebox down"
     )
+
+
+def run_env(args: argparse.Namespace) -> int:
+    from sagebox.box.environment import shell_lines
+    from sagebox.box.state import load_state
+    from sagebox.paths import state_dir
+
+    state = load_state(state_dir())
+    if state is None or not state.aws_url:
+        raise SageboxError("no local box is running: start one with `sagebox up`")
+    print("\n".join(shell_lines(state)))
+    return 0
 
 
 def run_status(args: argparse.Namespace) -> int:

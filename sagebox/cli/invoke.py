@@ -30,6 +30,7 @@ def resolve_endpoint(args: argparse.Namespace, variant: str | None) -> tuple[str
     """The endpoint name and a sagemaker-runtime client: a real account's, or the local box's."""
     from sagebox import aws
     from sagebox.box.state import load_state
+    from sagebox.cli.bench import _box_endpoints
     from sagebox.paths import state_dir
 
     box = load_state(state_dir())
@@ -37,7 +38,12 @@ def resolve_endpoint(args: argparse.Namespace, variant: str | None) -> tuple[str
     runtime_url = args.runtime_url
     region = args.region
     if box is not None and not args.profile:
-        local = box.endpoint_for(endpoint) if endpoint else (box.endpoint_for_variant(variant) if variant else None)
+        endpoints = _box_endpoints(box)
+        by_name = {e.endpoint_name: e for e in endpoints.values()}
+        if endpoint:
+            local = endpoints.get(endpoint) or by_name.get(endpoint)
+        else:
+            local = next((endpoints[t] for t in sorted(endpoints) if endpoints[t].variant == variant), None)
         if local is not None:
             endpoint = local.endpoint_name
             runtime_url = runtime_url or box.gateway_url

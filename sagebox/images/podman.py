@@ -28,6 +28,8 @@ PACKAGES = (
     "iptables",
     "conmon",
     "catatonit",
+    # The box's local OCI registry behind the embedded ECR (sagebox/box/registry.py).
+    "docker-registry",
 )
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]

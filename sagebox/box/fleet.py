@@ -1,0 +1,329 @@
+"""The instances behind an endpoint: serving processes, or containers of the endpoint's image (I/O only).
+
+What SageMaker does per instance, after AWS's "Custom Inference Code with Hosting Services" and "How Containers
+Serve Requests": the model data (`ModelDataUrl`, a model.tar.gz in S3) is untarred into /opt/ml/model, the image
+runs as `docker run IMAGE serve` with the model's `Environment`, and the instance counts as healthy once GET
+/ping answers 200 within `ContainerStartupHealthCheckTimeoutInSeconds`. Shutdown is SIGTERM, then SIGKILL 30 s
+later. In process mode the box runs this checkout's serving code (`python -m container serve`) in place of the
+image, bound to 127.0.0.1; in container mode it pulls the image by digest from the local registry behind ECR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sagebox.box.specs import VariantSpec
+from sagebox.errors import SageboxError
+from sagebox.local_server import free_port
+
+# SageMaker's shutdown: SIGTERM, SIGKILL this many seconds later.
+STOP_GRACE_S = 30.0
+CONTAINER_PORT = 8080
+MODEL_MOUNT = "/opt/ml/model"
+REPO = Path(__file__).resolve().parents[2]
+
+
+class InstanceFailed(SageboxError):
+    """An instance that exited or reported a failed model before /ping answered 200."""
+
+
+class Instance(Protocol):
+    url: str
+
+    @property
+    def label(self) -> str: ...
+
+    def alive(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+    def last_log_lines(self, count: int = 3) -> list[str]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class Launcher(Protocol):
+    mode: str
+
+    def launch(self, endpoint: str, variant: VariantSpec, index: int, model_dir: Path) -> Instance: ...
+
+    def resolve_image(self, image: str) -> str:
+        """The image as the endpoint will run it (a digest reference), for DescribeEndpoint's DeployedImages."""
+        ...
+
+
+# --- model data -------------------------------------------------------------------------------------------------
+
+
+def fetch_model_data(s3: Any, url: str | None, dest: Path) -> Path:
+    """Download `url` (s3://bucket/key of a model.tar.gz) and untar it into `dest` (replacing it), as SageMaker does."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if url is None:
+        dest.mkdir()
+        return dest
+    if not url.startswith("s3://") or "/" not in url[5:]:
+        raise SageboxError(f"ModelDataUrl {url!r} is not an s3://bucket/key URI")
+    bucket, _, key = url[5:].partition("/")
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".download-") as tmp:
+        tarball = Path(tmp) / "model.tar.gz"
+        try:
+            s3.download_file(bucket, key, str(tarball))
+        except Exception as exc:  # botocore's ClientError and transport errors alike
+            raise SageboxError(f"Could not download model data from {url}: {_first_line(exc)}") from None
+        staging = Path(tmp) / "model"
+        try:
+            with tarfile.open(tarball, "r:*") as tar:
+                tar.extractall(staging, filter="data")  # no absolute paths, no .., no devices
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise SageboxError(f"Failed to extract model data archive from {url}: {_first_line(exc)}") from None
+        os.replace(staging, dest)
+    return dest
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def ping(url: str, timeout_s: float = 2.0) -> tuple[int, dict[str, Any]]:
+    """GET /ping: (status, JSON body or {})."""
+    try:
+        with urllib.request.urlopen(f"{url}/ping", timeout=timeout_s) as response:
+            return int(response.status), _json(response.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), _json(exc.read())
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(body or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def wait_healthy(
+    instance: Instance,
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """Poll /ping until 200 (seconds it took); InstanceFailed when the instance dies or refuses its model."""
+    started = clock()
+    while clock() - started < timeout_s:
+        if not instance.alive():
+            raise InstanceFailed(f"the container exited while starting: {' | '.join(instance.last_log_lines())}")
+        try:
+            status, body = ping(instance.url)
+        except (OSError, urllib.error.URLError):
+            status, body = 0, {}
+        if status == 200:
+            return clock() - started
+        if body.get("status") == "failed":
+            raise InstanceFailed(f"the container reported a failed model: {body.get('message', 'no reason given')}")
+        sleep(0.1)
+    raise InstanceFailed(
+        f"the container did not pass the ping health check within {timeout_s:.0f} s "
+        f"(ContainerStartupHealthCheckTimeoutInSeconds): {' | '.join(instance.last_log_lines())}"
+    )
+
+
+def _tail(path: Path, count: int) -> list[str]:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ["no log"]
+    return lines[-count:] or ["the container logged nothing"]
+
+
+# --- serving processes ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProcessInstance:
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+    image: str
+
+    @property
+    def label(self) -> str:
+        return f"pid {self.process.pid}"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def last_log_lines(self, count: int = 3) -> list[str]:
+        return _tail(self.log_path, count)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "process", "pid": self.process.pid, "url": self.url, "log": str(self.log_path)}
+
+
+def local_environment(model_env: Mapping[str, str], cpus: int) -> dict[str, str]:
+    """The model's environment with workers and threads scaled to this machine instead of the instance type."""
+    from container import env
+
+    scaled = dict(model_env)
+    scaled[env.MODEL_SERVER_WORKERS] = "1"
+    scaled[env.INTRA_OP_THREADS] = str(cpus)
+    return scaled
+
+
+@dataclass
+class ProcessLauncher:
+    """This checkout's serving code stands in for the image: `python -m container serve` on 127.0.0.1."""
+
+    logs: Path
+    cpus: int
+    mode: str = "processes"
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def launch(self, endpoint: str, variant: VariantSpec, index: int, model_dir: Path) -> Instance:
+        from container import env
+
+        port = free_port()
+        log_path = self.logs / endpoint / f"{variant.name}-{index}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])),
+            **local_environment(variant.environment, self.cpus),
+            env.MODEL_DIR: str(model_dir),
+            env.BIND_TO_PORT: str(port),
+            env.BIND_HOST: "127.0.0.1",
+            **self.extra_env,
+        }
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "container", "serve"],
+                cwd=REPO,
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        return ProcessInstance(process, f"http://127.0.0.1:{port}", log_path, variant.image)
+
+    def resolve_image(self, image: str) -> str:
+        return image
+
+
+# --- containers -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ContainerInstance:
+    container: Any  # docker.models.containers.Container
+    url: str
+    image: str
+
+    @property
+    def label(self) -> str:
+        return f"container {str(self.container.id)[:12]}"
+
+    def alive(self) -> bool:
+        try:
+            self.container.reload()
+        except Exception:  # removed behind our back
+            return False
+        return str(self.container.status) in ("created", "running")
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.stop(timeout=int(STOP_GRACE_S))
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
+
+    def last_log_lines(self, count: int = 3) -> list[str]:
+        try:
+            raw = self.container.logs(tail=count * 4)
+        except Exception as exc:
+            return [f"no logs: {_first_line(exc)}"]
+        lines = [line for line in raw.decode(errors="replace").splitlines() if line.strip()]
+        return lines[-count:] or ["the container logged nothing"]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "container", "id": str(self.container.id), "url": self.url, "image": self.image}
+
+
+@dataclass
+class ContainerLauncher:
+    """The endpoint's own image, pulled by digest from the registry behind the embedded ECR."""
+
+    client: Any  # docker.DockerClient
+    registry_host: str | None
+    resolve_digest: Callable[[str], str | None]  # registry reference (repo:tag) -> sha256 digest
+    mode: str = "containers"
+
+    def _registry_name(self, image: str) -> str:
+        from sagebox.box.embedded_aws.ecr import registry_reference
+
+        if self.registry_host:
+            mapped = registry_reference(image, self.registry_host)
+            if mapped:
+                return mapped
+        return image
+
+    def resolve_image(self, image: str) -> str:
+        name = self._registry_name(image)
+        if "@sha256:" in name:
+            return name
+        digest = self.resolve_digest(name)
+        if digest is None:
+            raise SageboxError(
+                f"image {image} is not in the registry (was it pushed? `cdk deploy` pushes image assets)"
+            )
+        repository = name.rsplit(":", 1)[0] if ":" in name.split("/")[-1] else name
+        return f"{repository}@{digest}"
+
+    def launch(self, endpoint: str, variant: VariantSpec, index: int, model_dir: Path) -> Instance:
+        import docker.errors
+
+        reference = self.resolve_image(variant.image)
+        try:
+            self.client.images.pull(reference)
+        except docker.errors.APIError as exc:
+            raise SageboxError(f"cannot pull {reference}: {' '.join(str(exc.explanation or exc).split())}") from None
+        port = free_port()
+        try:
+            container = self.client.containers.run(
+                reference,
+                command=["serve"],
+                detach=True,
+                environment=dict(variant.environment),
+                ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
+                volumes={str(model_dir.resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}},
+                labels={"org.sagebox.role": "serving", "org.sagebox.endpoint": endpoint},
+            )
+        except docker.errors.APIError as exc:
+            raise SageboxError(f"cannot start {reference}: {' '.join(str(exc.explanation or exc).split())}") from None
+        return ContainerInstance(container, f"http://127.0.0.1:{port}", reference)
