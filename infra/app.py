@@ -1,4 +1,4 @@
-"""The CDK app: `cdk.json` runs `python -m infra.app`; tests and `infra.local` call `build()` in-process."""
+"""The CDK app: `cdk.json` runs `python -m infra.app`; tests and `sagebox infra synth` call `build()` in-process."""
 
 from __future__ import annotations
 
@@ -34,20 +34,12 @@ FEATURE_FLAGS: dict[str, object] = {
     "@aws-cdk/core:validateAgainstDefaultRules": True,
 }
 
-# moto 5.2 fails to create a tagged AWS::KMS::Key from CloudFormation (it expects TagKey/TagValue): local
-# synthesis, which targets moto, leaves these resource types untagged.
-MOTO_UNTAGGABLE = ["AWS::KMS::Key"]
 
 
 def apply_feature_flags(app: cdk.App) -> None:
     for key, value in FEATURE_FLAGS.items():
         if app.node.try_get_context(key) is None:
             app.node.set_context(key, value)
-
-
-def synthesizer(settings: AppSettings) -> cdk.IStackSynthesizer:
-    """Local (moto) synthesis has no bootstrap stack: no version rule, no asset publishing."""
-    return cdk.BootstraplessSynthesizer() if settings.local else cdk.DefaultStackSynthesizer()
 
 
 def add_stacks(app: cdk.App, settings: AppSettings, targets: Sequence[Target] | None = None) -> list[cdk.Stack]:
@@ -58,19 +50,14 @@ def add_stacks(app: cdk.App, settings: AppSettings, targets: Sequence[Target] | 
     plans = plan_endpoints(load_targets(settings.targets_file) if targets is None else targets, settings)
     apply_feature_flags(app)
     nag.enable(app)
-    artifacts = ArtifactsStack(
-        app, artifacts_stack_name(settings.prefix), prefix=settings.prefix, synthesizer=synthesizer(settings)
-    )
+    artifacts = ArtifactsStack(app, artifacts_stack_name(settings.prefix), prefix=settings.prefix)
     stacks: list[cdk.Stack] = [artifacts]
-    untaggable = MOTO_UNTAGGABLE if settings.local else []
     for plan in plans:
-        stack: cdk.Stack = EndpointStack(
-            app, plan.stack_name, plan=plan, artifacts=artifacts, synthesizer=synthesizer(settings)
-        )
-        cdk.Tags.of(stack).add("sagebox:target", plan.name, exclude_resource_types=untaggable)
+        stack: cdk.Stack = EndpointStack(app, plan.stack_name, plan=plan, artifacts=artifacts)
+        cdk.Tags.of(stack).add("sagebox:target", plan.name)
         stacks.append(stack)
     for stack in stacks:
-        cdk.Tags.of(stack).add("sagebox:app", settings.prefix, exclude_resource_types=untaggable)
+        cdk.Tags.of(stack).add("sagebox:app", settings.prefix)
     return stacks
 
 
@@ -83,7 +70,7 @@ def new_app(settings: AppSettings, outdir: Path | None = None) -> cdk.App:
 
 
 def build(settings: AppSettings, targets: Sequence[Target] | None = None, *, outdir: Path | None = None) -> cdk.App:
-    """A ready-to-synth app (in-process: tests, `infra.local`, `sagebox infra synth`)."""
+    """A ready-to-synth app (in-process: tests, `sagebox infra synth`)."""
     app = new_app(settings, outdir)
     add_stacks(app, settings, targets)
     return app

@@ -7,7 +7,3 @@ class InfraError(ValueError):
 
 class TargetError(InfraError):
     """A deployment target that is malformed or cannot run where it is placed."""
-
-
-class DeployError(InfraError):
-    """A stack that failed to deploy or delete (local deploys into an injected CloudFormation client)."""

@@ -118,11 +118,6 @@ def parse_ecr_uri(uri: str) -> EcrRepository | None:
 
 def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage | RegistryImage:
     if image == BUILD_IMAGE:
-        if settings.local:
-            raise TargetError(
-                f"target {target!r}: local synthesis publishes no assets, so it cannot build the image: "
-                "give an image URI (cdk -c image_uri=...)"
-            )
         dockerfile = settings.build_context / settings.dockerfile
         if not dockerfile.is_file():
             raise TargetError(
@@ -146,7 +141,7 @@ def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage 
             context=settings.build_context, dockerfile=settings.dockerfile, exclude=exclude, build_args=build_args
         )
     repository = parse_ecr_uri(image)
-    if repository is None and not settings.local:
+    if repository is None:
         raise TargetError(
             f"target {target!r}: image {image!r} is neither 'build' nor an ECR image URI "
             "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY[:TAG|@sha256:DIGEST])"
@@ -172,11 +167,6 @@ def resolve_model(
         return S3Model(bucket=match["bucket"], key=match["key"]), None
     if model_data.startswith("s3://"):
         raise TargetError(f"target {target!r}: model_data {s3_uri_problem(model_data)}")
-    if settings.local:
-        raise TargetError(
-            f"target {target!r}: local synthesis publishes no assets, so model_data must be an s3:// URI, "
-            f"not {model_data!r}"
-        )
     path = Path(model_data).expanduser()
     path = path if path.is_absolute() else settings.model_dir / path
     if not path.exists():

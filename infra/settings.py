@@ -26,7 +26,6 @@ CONTEXT_KEYS: dict[str, str] = {
     "prefix": "name prefix of stacks and endpoints (default sagebox)",
     "image_uri": "image URI used by every target instead of its own image",
     "model_data": 'per-target model data, JSON {"target": "s3://..."} or target=uri,target=uri',
-    "local": "true: bootstrapless synthesis without assets, for deploying into a moto server",
     "cfn_validate": "true: also run CDK's CloudFormation schema validation (findings fail the synth; slower)",
     "build_context": "docker build context of 'build' images (default: the repository root)",
     "dockerfile": "Dockerfile path inside the build context (default container/Dockerfile)",
@@ -46,7 +45,6 @@ class AppSettings:
     only: tuple[str, ...] | None = None
     image_uri: str | None = None
     model_data: Mapping[str, str] = field(default_factory=dict)
-    local: bool = False
     cfn_validate: bool = False
     build_context: Path = REPO_ROOT
     dockerfile: str = DEFAULT_DOCKERFILE
@@ -81,7 +79,7 @@ class AppSettings:
             values["only"] = _names(context["only"])
         if context.get("model_data") not in (None, ""):
             values["model_data"] = _mapping(context["model_data"])
-        for key in ("local", "cfn_validate"):
+        for key in ("cfn_validate",):
             if key in context:
                 values[key] = _flag(key, context[key])
         return cls(**values)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +60,50 @@ def tiny_onnx_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathF
     out = tmp_path_factory.mktemp("models") / "tiny-onnx"
     build_fp32(tiny_hf_folder, out, runtime="onnxruntime")
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_tarball(tiny_onnx_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny FP32 ONNX model packaged as SageMaker's model.tar.gz."""
+    from sagebox.pipeline.package import package_model_dir
+
+    return package_model_dir(tiny_onnx_model_dir, tmp_path_factory.mktemp("packages") / "model.tar.gz").path
+
+
+@dataclass(frozen=True)
+class EmbeddedAws:
+    """A running embedded AWS (patched moto server + the box's control plane, process mode) and its gateway."""
+
+    url: str
+    gateway_url: str
+    state_dir: Path
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.gateway_url if service == "sagemaker-runtime" else self.url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+
+@pytest.fixture(scope="session")
+def embedded_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedAws]:
+    """One embedded AWS for the session's tests that drive it through the AWS APIs (as `sagebox up` starts it)."""
+    from sagebox.box import processes
+    from sagebox.box.state import BoxState
+    from sagebox.box.up import start_embedded_aws, start_gateway
+
+    state_dir = tmp_path_factory.mktemp("embedded-aws")
+    state = BoxState()
+    try:
+        start_embedded_aws(state, state_dir)
+        start_gateway(state, state_dir)
+        yield EmbeddedAws(state.aws_url, state.gateway_url, state_dir)
+    finally:
+        for pid in (state.gateway_pid, state.aws_pid):
+            if pid:
+                processes.stop(pid, timeout=40)

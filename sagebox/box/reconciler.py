@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import json
 import logging
 import os
@@ -74,7 +75,12 @@ class Reconciler:
         settle: Callable[[], None] = lambda: None,
         poll_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        healthy: Callable[[Instance, float], float] = wait_healthy,
+        fetch: Callable[[Any, str | None, Path], Path] = fetch_model_data,
+        spawn: Callable[[Callable[[], None], str], None] | None = None,
     ) -> None:
+        """`healthy(instance, timeout_s)` waits for /ping, `fetch(s3, url, dest)` untars model data, `spawn(fn,
+        name)` runs a deployment in the background (a thread by default): injectable for tests."""
         self._backend = backend
         self._launcher = launcher
         self._s3 = s3
@@ -82,6 +88,9 @@ class Reconciler:
         self._settle = settle
         self._poll_s = poll_s
         self._clock = clock
+        self._healthy = healthy
+        self._fetch = fetch
+        self._spawn = spawn or _thread
         self._wake = threading.Event()
         self._lock = threading.RLock()
         self.live: dict[str, Deployment] = {}
@@ -90,8 +99,21 @@ class Reconciler:
 
     # --- the loop ---------------------------------------------------------------------------------------------
 
-    def notify(self) -> None:
+    def notify(self, kind: str = "", endpoint: str = "") -> None:
+        """An endpoint changed. A deleted one stops taking traffic before DeleteEndpoint answers (as on SageMaker,
+        nothing reaches a deleted endpoint); its instances stop in the background."""
+        if kind == "deleted":
+            with self._lock:
+                removed = self.live.pop(endpoint, None)
+            if removed is not None:
+                self._write_routes()
+                self._spawn(functools.partial(self._retire, removed), f"retire-{endpoint}")
         self._wake.set()
+
+    def _retire(self, deployment: Deployment) -> None:
+        log.info("endpoint %s deleted: stopping its instances", deployment.endpoint)
+        deployment.stop()
+        self._write_fleet()
 
     def run(self, stop: threading.Event) -> None:
         self._write_routes()
@@ -126,17 +148,15 @@ class Reconciler:
                     self._fail_spec(name, spec)
                 elif spec.status in (sm.CREATING, sm.UPDATING) and self._in_flight.get(name) != spec.config_name:
                     self._in_flight[name] = spec.config_name
-                    threading.Thread(target=self._deploy, args=(spec,), name=f"deploy-{name}", daemon=True).start()
+                    self._spawn(functools.partial(self._deploy, spec), f"deploy-{name}")
                 elif spec.status == sm.IN_SERVICE and name in self.live:
                     self._heal(self.live[name])
             gone = [name for name in self.live if name not in endpoints]
             removed = [self.live.pop(name) for name in gone]
-        for deployment in removed:
-            log.info("endpoint %s deleted: stopping its instances", deployment.endpoint)
-            deployment.stop()
         if removed:
             self._write_routes()
-            self._write_fleet()
+        for deployment in removed:
+            self._retire(deployment)
 
     # --- deployments ------------------------------------------------------------------------------------------
 
@@ -166,7 +186,7 @@ class Reconciler:
             for variant in spec.variants:
                 resolved = self._launcher.resolve_image(variant.image)
                 model_dir = self._state_dir / "endpoints" / spec.name / spec.config_name / variant.name / "model"
-                fetch_model_data(self._s3, variant.model_data_url, model_dir)
+                self._fetch(self._s3, variant.model_data_url, model_dir)
                 fleet = VariantFleet(variant, resolved, model_dir)
                 variants.append(fleet)
                 for index in range(variant.instance_count):
@@ -174,7 +194,7 @@ class Reconciler:
             for fleet in variants:
                 for instance in fleet.instances:
                     try:
-                        wait_healthy(instance, fleet.spec.startup_timeout_s)
+                        self._healthy(instance, fleet.spec.startup_timeout_s)
                     except Exception as exc:
                         raise specs_mod.SpecError(
                             f"The primary container for production variant {fleet.spec.name} did not pass the "
@@ -191,24 +211,24 @@ class Reconciler:
         return self._backend().endpoints.get(name)
 
     def _finish_ok(self, spec: EndpointSpec, deployment: Deployment) -> None:
-        old: Deployment | None = None
         with self._lock:
             endpoint = self._current(spec.name)
-            if endpoint is None or endpoint.endpoint_config_name != spec.config_name or self._stopping:
-                stale = True
-            else:
-                stale = False
-                old = self.live.get(spec.name)
+            stale = endpoint is None or endpoint.endpoint_config_name != spec.config_name or self._stopping
+            old = None if stale else self.live.get(spec.name)
+            if not stale:
                 self.live[spec.name] = deployment
-                endpoint.production_variants = _variant_status(deployment)
-                endpoint.endpoint_status = sm.IN_SERVICE
-                endpoint.failure_reason = None
-                endpoint.last_modified_time = _now()
         if stale:
             log.info("endpoint %s changed while config %s deployed: discarding it", spec.name, spec.config_name)
             deployment.stop()
             return
+        # Traffic and the record of what runs first, the status last: whoever sees InService can use it.
         self._write_routes()
+        self._write_fleet()
+        with self._lock:
+            endpoint.production_variants = _variant_status(deployment)
+            endpoint.failure_reason = None
+            endpoint.last_modified_time = _now()
+            endpoint.endpoint_status = sm.IN_SERVICE
         if old is not None and old is not deployment:
             log.info("endpoint %s: config %s serves; stopping config %s", spec.name, spec.config_name, old.config_name)
             old.stop()
@@ -253,13 +273,14 @@ class Reconciler:
                 fleet.restarts += 1
                 replacement = self._launcher.launch(deployment.endpoint, fleet.spec, position, fleet.model_dir)
                 fleet.instances[position] = replacement
-                threading.Thread(
-                    target=self._await_replacement, args=(deployment, fleet, replacement), daemon=True
-                ).start()
+                self._spawn(
+                    functools.partial(self._await_replacement, deployment, fleet, replacement),
+                    f"replace-{deployment.endpoint}",
+                )
 
     def _await_replacement(self, deployment: Deployment, fleet: VariantFleet, instance: Instance) -> None:
         with contextlib.suppress(Exception):
-            wait_healthy(instance, fleet.spec.startup_timeout_s)
+            self._healthy(instance, fleet.spec.startup_timeout_s)
             log.info("endpoint %s: replacement %s is healthy", deployment.endpoint, instance.label)
         self._write_routes()
         self._write_fleet()
@@ -309,6 +330,10 @@ class Reconciler:
                 for name, d in self.live.items()
             }
         _write_json(self._state_dir / FLEET_FILE, fleet)
+
+
+def _thread(fn: Callable[[], None], name: str) -> None:
+    threading.Thread(target=fn, name=name, daemon=True).start()
 
 
 def _variant_status(deployment: Deployment) -> list[dict[str, Any]]:

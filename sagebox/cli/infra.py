@@ -36,7 +36,6 @@ def _settings_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", help="stack and endpoint name prefix (default: sagebox)")
     p.add_argument("--image-uri", help="image URI for every target instead of its own image")
     p.add_argument("--model-data", help="per-target model data: target=s3://...,target=s3://...")
-    p.add_argument("--local", action="store_true", help="bootstrapless, asset-free synthesis (for moto)")
 
 
 def _settings(args: argparse.Namespace) -> AppSettings:
@@ -49,7 +48,6 @@ def _settings(args: argparse.Namespace) -> AppSettings:
         "prefix": args.prefix,
         "image_uri": args.image_uri,
         "model_data": args.model_data,
-        "local": args.local,
         "cfn_validate": getattr(args, "cfn_validate", False),
     }
     return AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())

@@ -155,15 +155,30 @@ def test_settings_image_uri_replaces_every_target_image(settings: AppSettings) -
     assert isinstance(plan.image, RegistryImage) and plan.image.uri == other
 
 
-def test_local_mode_needs_uris_and_accepts_any_image_reference() -> None:
-    local = AppSettings(local=True)
-    with pytest.raises(TargetError, match="cannot build the image"):
-        plan_endpoint(target(image="build"), local)
-    with pytest.raises(TargetError, match="model_data must be an s3:// URI"):
-        plan_endpoint(target(model_data="fp32/model.tar.gz"), local)
-    plan = plan_endpoint(target(image="localhost/sagebox:dev"), local)
-    assert plan.image == RegistryImage(uri="localhost/sagebox:dev", repository=None)
-    assert plan.model == S3Model(bucket="models", key="fp32/model.tar.gz")
+def test_offline_builds_change_only_build_arguments(tmp_path: Path) -> None:
+    """A base image and a wheelhouse become the Dockerfile's BASE_IMAGE and WHEELHOUSE; nothing else changes."""
+    (tmp_path / "container").mkdir()
+    (tmp_path / "container" / "Dockerfile").write_text("FROM scratch\n")
+    plain = plan_endpoint(target(image="build"), AppSettings(build_context=tmp_path)).image
+    assert isinstance(plain, BuildImage) and plain.build_args == {}
+    wheels = tmp_path / "build" / "wheelhouse-abc"
+    wheels.mkdir(parents=True)
+    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    offline = AppSettings(build_context=tmp_path, base_image="localhost/base:1", wheelhouse=wheels)
+    image = plan_endpoint(target(image="build"), offline).image
+    assert isinstance(image, BuildImage)
+    assert image.build_args == {"BASE_IMAGE": "localhost/base:1", "WHEELHOUSE": "build/wheelhouse-abc"}
+    assert image.exclude[-1] == "!build/wheelhouse-abc/"  # staged into the asset whatever .dockerignore says
+    assert (image.context, image.dockerfile) == (plain.context, plain.dockerfile)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TargetError, match="is not a folder of wheels"):
+        plan_endpoint(target(image="build"), AppSettings(build_context=tmp_path, wheelhouse=empty))
+    other = tmp_path / "other"
+    (other / "container").mkdir(parents=True)
+    (other / "container" / "Dockerfile").write_text("FROM scratch\n")
+    with pytest.raises(TargetError, match="must be inside the build context"):
+        plan_endpoint(target(image="build"), AppSettings(build_context=other, wheelhouse=wheels))
 
 
 def test_model_data_overrides_by_target_name(settings: AppSettings) -> None:

@@ -13,7 +13,7 @@ def test_empty_context_gives_the_defaults(tmp_path: Path) -> None:
     settings = AppSettings.from_context({}, tmp_path)
     assert settings == AppSettings()
     assert settings.targets_file == DEFAULT_TARGETS_FILE and settings.model_dir == DEFAULT_MODEL_DIR
-    assert not settings.local and not settings.cfn_validate and settings.only is None
+    assert not settings.cfn_validate and settings.only is None and settings.base_image is None
 
 
 def test_cli_strings_are_parsed(tmp_path: Path) -> None:
@@ -23,7 +23,8 @@ def test_cli_strings_are_parsed(tmp_path: Path) -> None:
             "model_dir": "/abs/models",
             "only": "c5-fp32, inf2-neuron",
             "prefix": "qa",
-            "local": "true",
+            "base_image": "localhost/base:1",
+            "wheelhouse": "build/wheels",
             "cfn_validate": "1",
             "image_uri": "img",
             "model_data": "c5-fp32=s3://b/k1, inf2-neuron=s3://b/k2",
@@ -33,21 +34,21 @@ def test_cli_strings_are_parsed(tmp_path: Path) -> None:
     assert settings.targets_file == tmp_path / "mine.json"
     assert settings.model_dir == Path("/abs/models")
     assert settings.only == ("c5-fp32", "inf2-neuron")
-    assert settings.prefix == "qa" and settings.local and settings.cfn_validate and settings.image_uri == "img"
+    assert settings.prefix == "qa" and settings.cfn_validate and settings.image_uri == "img"
+    assert settings.base_image == "localhost/base:1" and settings.wheelhouse == tmp_path / "build" / "wheels"
     assert settings.model_data == {"c5-fp32": "s3://b/k1", "inf2-neuron": "s3://b/k2"}
 
 
 def test_json_context_values_from_cdk_json(tmp_path: Path) -> None:
     settings = AppSettings.from_context(
-        {"local": False, "only": ["c5-fp32"], "model_data": '{"c5-fp32": "s3://b/k"}'}, tmp_path
+        {"cfn_validate": False, "only": ["c5-fp32"], "model_data": '{"c5-fp32": "s3://b/k"}'}, tmp_path
     )
-    assert not settings.local and settings.only == ("c5-fp32",) and settings.model_data == {"c5-fp32": "s3://b/k"}
+    assert not settings.cfn_validate and settings.only == ("c5-fp32",) and settings.model_data == {"c5-fp32": "s3://b/k"}
 
 
 @pytest.mark.parametrize(
     ("context", "message"),
     [
-        ({"local": "maybe"}, "context 'local' must be true or false"),
         ({"cfn_validate": "2"}, "context 'cfn_validate' must be true or false"),
         ({"model_data": "c5-fp32"}, "entry 'c5-fp32' is not target=uri"),
         ({"model_data": "{not json"}, "context 'model_data' is not valid JSON"),
@@ -60,3 +61,13 @@ def test_bad_context_values(context: dict[str, object], message: str, tmp_path: 
     with pytest.raises(InfraError) as caught:
         AppSettings.from_context(context, tmp_path)
     assert message in str(caught.value)
+
+
+def test_environment_stands_in_for_the_offline_build_keys(tmp_path: Path) -> None:
+    """`sagebox env` exports these so that `npx cdk deploy` runs unchanged in the offline box."""
+    env = {"SAGEBOX_BASE_IMAGE": "localhost/base:2", "SAGEBOX_WHEELHOUSE": "build/w"}
+    settings = AppSettings.from_context({}, tmp_path, env)
+    assert settings.base_image == "localhost/base:2" and settings.wheelhouse == tmp_path / "build" / "w"
+    explicit = AppSettings.from_context({"base_image": "mine:1"}, tmp_path, env)
+    assert explicit.base_image == "mine:1"  # the CLI's -c wins
+    assert AppSettings.from_context({}, tmp_path, {}).base_image is None

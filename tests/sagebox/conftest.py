@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from sagebox.paths import REPO
 from sagebox.pipeline.squad import GoldAnswer, QAExample, write_squad
 from sagebox.pipeline.synth_squad import BIOGRAPHY, generate
 
@@ -63,3 +67,28 @@ def self_consistent_json(outlier_hf_folder: Path, tmp_path_factory: pytest.TempP
     ]
     write_squad(gold, root / "gold.json")
     return root / "gold.json"
+
+
+@dataclass(frozen=True)
+class Built:
+    """What one `sagebox build` of the tiny model folder produced (shared by the build and box tests)."""
+
+    args: tuple[str, ...]
+    work: Path
+    out: Path
+    result: subprocess.CompletedProcess[str]
+
+
+def sagebox_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The `sagebox` command as a user runs it (a new process)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sagebox", *args], cwd=REPO, capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.fixture(scope="session")
+def built(tiny_hf_folder: Path, dev_json: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    root = tmp_path_factory.mktemp("sagebox-build")
+    work, out = root / "work", root / "models"
+    args = ("build", "--model", str(tiny_hf_folder), "--eval", str(dev_json), "--work", str(work), "--out", str(out))
+    return Built(args, work, out, sagebox_cli(*args))

@@ -50,7 +50,7 @@ UPDATABLE = {IN_SERVICE, FAILED}
 
 _lock = threading.Lock()
 _applied: set[str] = set()
-_listeners: list[Callable[[], None]] = []
+_listeners: list[Callable[[str, str], None]] = []
 
 
 def _once(name: str) -> bool:
@@ -61,13 +61,14 @@ def _once(name: str) -> bool:
         return True
 
 
-def _changed() -> None:
+def _changed(kind: str, endpoint_name: str) -> None:
     for listener in list(_listeners):
-        listener()
+        listener(kind, endpoint_name)
 
 
-def on_change(listener: Callable[[], None]) -> None:
-    """Call `listener()` (without arguments, on a moto request thread) after every endpoint change."""
+def on_change(listener: Callable[[str, str], None]) -> None:
+    """Call `listener(kind, endpoint_name)` (on a moto request thread, before the API call answers) after every
+    endpoint change; kind is "created", "updated" or "deleted"."""
     _listeners.append(listener)
 
 
@@ -113,14 +114,14 @@ def endpoint_lifecycle() -> None:
             arn = FakeEndpoint.arn_formatter(endpoint_name, self.account_id, self.region_name)
             raise ValidationError(message=f'Cannot create already existing endpoint "{arn}".')
         endpoint = original_create(self, endpoint_name, endpoint_config_name, tags)
-        _changed()
+        _changed("created", endpoint_name)
         return endpoint
 
     original_delete = SageMakerModelBackend.delete_endpoint
 
     def delete_endpoint(self: SageMakerModelBackend, endpoint_name: str) -> None:
         original_delete(self, endpoint_name)
-        _changed()
+        _changed("deleted", endpoint_name)
 
     SageMakerModelBackend.create_endpoint = create_endpoint  # type: ignore[method-assign]
     SageMakerModelBackend.delete_endpoint = delete_endpoint  # type: ignore[method-assign]
@@ -162,7 +163,7 @@ def update_endpoint(self: SageMakerModelBackend, endpoint_name: str, endpoint_co
     endpoint.endpoint_config_name = endpoint_config_name
     endpoint.endpoint_status = UPDATING
     endpoint.failure_reason = None
-    _changed()
+    _changed("updated", endpoint_name)
     return endpoint
 
 

@@ -11,7 +11,7 @@ import torch
 
 import neuron_emu
 from container.handlers import HandlerError, RuntimeOptions, handler_for
-from container.manifest import Manifest, SourceSpec, TokenizerSpec, hash_files, load_verified
+from container.manifest import CompileSpec, Manifest, SourceSpec, TokenizerSpec, hash_files, load_verified
 from neuron_emu.custom_op import LoadedLibrary
 from tests.neuron_emu.conftest import QAWrapper, run_python
 from tests.neuron_emu.test_qa import QAWithCustomOp
@@ -30,7 +30,7 @@ def write_model_dir(model: torch.nn.Module, directory: Path) -> Manifest:
         tokenizer=TokenizerSpec(max_length=64),
         sequence_buckets=BUCKETS,
         source=SourceSpec(name="tiny-bert", architecture="bert"),
-        compile=artifact.compile_spec(),
+        compile=CompileSpec(**artifact.compile_info().to_dict()),
         files=hash_files(directory),
     )
     (directory / "manifest.json").write_text(manifest.to_json())

@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from container.manifest import load_verified
-from sagebox.paths import REPO
 from sagebox.pipeline.package import unpack_and_verify
+from tests.sagebox.conftest import Built, sagebox_cli
 
-
-def sagebox(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sagebox", *args], cwd=REPO, capture_output=True, text=True, timeout=900
-    )
+sagebox = sagebox_cli
 
 
 @pytest.mark.slow
-def test_build_packages_every_variant_where_cdk_looks(tiny_hf_folder: Path, dev_json: Path, tmp_path: Path) -> None:
-    work, out = tmp_path / "work", tmp_path / "models"
-    args = ("build", "--model", str(tiny_hf_folder), "--eval", str(dev_json), "--work", str(work), "--out", str(out))
-    first = sagebox(*args)
+def test_build_packages_every_variant_where_cdk_looks(built: Built, tmp_path: Path) -> None:
+    work, out, args, first = built.work, built.out, built.args, built.result
     assert first.returncode == 0, first.stderr
     for variant in ("fp32", "int8", "neuron"):
         tarball = out / variant / "model.tar.gz"
