@@ -149,7 +149,9 @@ def main() -> int:
     line = sys.stdin.readline()
     if not line:
         return 2
-    return launch(json.loads(line))
+    code = launch(json.loads(line))
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown (torch is loaded): the parent waits for this exit
 
 
 if __name__ == "__main__":
