@@ -17,6 +17,7 @@ from torch import nn
 
 from neuron_emu.compiler_args import CompilerOptions, parse_compiler_args
 from neuron_emu.errors import TraceError
+from neuron_emu.hardware import target_instances
 from neuron_emu.parallel.artifact import Manifest, script_shard
 from neuron_emu.parallel.cost import InstanceLinks, ShardProfile, fit_compute, interconnect, parallel_plan
 from neuron_emu.parallel.encoder import EncoderParts, encoder_parts
@@ -24,7 +25,6 @@ from neuron_emu.parallel.module import ParallelModel
 from neuron_emu.parallel.shard import check_degree, divisors, rank_segments, weight_split
 
 Tensor = torch.Tensor
-_FAMILIES = {"inf2": "inferentia2", "trn1": "trainium", "trn1n": "trainium"}
 # The eager sharded model must equal the model's own forward up to fp32 summation order.
 EAGER_TOLERANCE = 1e-4
 
@@ -44,7 +44,7 @@ def _inputs(example_inputs: Sequence[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
 def check_cores(
     degree: int, instance_type: str | None, options: CompilerOptions, links: Mapping[str, InstanceLinks]
 ) -> None:
-    """Refuse a degree larger than the instance's NeuronCores (else the largest instance of the target)."""
+    """Refuse a degree larger than the instance's NeuronCores (else the largest instance `--target` allows)."""
     if instance_type is not None:
         spec = links.get(instance_type) or links.get(f"ml.{instance_type}")
         if spec is None:
@@ -52,11 +52,11 @@ def check_cores(
         if degree > spec.cores:
             raise TraceError(f"tp_degree {degree} exceeds the {spec.cores} NeuronCores of {spec.instance_type}")
         return
-    family = _FAMILIES.get(options.target or "")
-    pool = [spec for spec in links.values() if family is None or spec.chip == family]
+    allowed = set(target_instances(options.target))
+    pool = [spec for name, spec in links.items() if name in allowed] or list(links.values())
     largest = max(pool, key=lambda spec: spec.cores)
     if degree > largest.cores:
-        kind = f"{options.target} instance" if family else "Neuron instance"
+        kind = f"{options.target} instance" if options.target else "Neuron instance"
         raise TraceError(
             f"tp_degree {degree} exceeds the {largest.cores} NeuronCores of {largest.instance_type}, the largest {kind}"
         )

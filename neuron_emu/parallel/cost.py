@@ -7,7 +7,8 @@ An ESTIMATE, not a measurement. Per degree d on an instance:
   the intra-chip path while d fits one chip, NeuronLink once it spans chips);
 - memory: replicated weights + sharded weights / d against one core's share of its chip's HBM;
 - throughput: cores // d model replicas, each serving batch-size requests per latency.
-Figures come from neuron_emu/data/interconnect.json (published or marked as assumptions there).
+Link figures come from neuron_emu/data/interconnect.json (published or marked as assumptions there), chips,
+cores and HBM from neuron_emu.hardware (data/neuron_instances.json).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from neuron_emu.hardware import NeuronInstance, neuron_instances
 from neuron_emu.paths import DATA_DIR
 
 GIB = 1024**3
@@ -59,29 +61,36 @@ class InstanceLinks:
         return self.chips * self.cores_per_chip
 
 
-def parse_interconnect(raw: Mapping[str, Any]) -> dict[str, InstanceLinks]:
-    chips = raw["chips"]
+def parse_interconnect(
+    raw: Mapping[str, Any], instances: Mapping[str, NeuronInstance] | None = None
+) -> dict[str, InstanceLinks]:
+    """Join the link figures of `raw` (interconnect.json's layout) to the instances' chips (neuron_emu.hardware)."""
+    known = dict(neuron_instances()) if instances is None else dict(instances)
+    links = raw["chips"]
     out: dict[str, InstanceLinks] = {}
-    for name, instance in raw["instances"].items():
-        chip = chips[instance["chip"]]
-        link = instance.get("neuronlink_gib_per_s_per_chip")
+    for name, entry in raw["instances"].items():
+        instance = known.get(name)
+        if instance is None:
+            raise ValueError(f"interconnect figures for {name}, which neuron_emu.hardware does not know")
+        chip = instance.chip
+        link = entry.get("neuronlink_gib_per_s_per_chip")
         out[name] = InstanceLinks(
             instance_type=name,
-            chip=str(instance["chip"]),
-            chips=int(instance["chips"]),
-            cores_per_chip=int(chip["cores_per_chip"]),
-            hbm_bytes_per_core=float(chip["hbm_gib"]) * GIB / int(chip["cores_per_chip"]),
-            intra_chip_bytes_per_s=float(chip["intra_chip_gib_per_s"]) * GIB,
+            chip=chip.name,
+            chips=instance.chips,
+            cores_per_chip=chip.cores_per_chip,
+            hbm_bytes_per_core=chip.hbm_gib * GIB / chip.cores_per_chip,
+            intra_chip_bytes_per_s=float(links[chip.name]["intra_chip_gib_per_s"]) * GIB,
             neuronlink_bytes_per_s=float(link) * GIB if link is not None else None,
-            hop_latency_us=float(chip["hop_latency_us"]),
-            topology=str(instance["topology"]),
+            hop_latency_us=float(links[chip.name]["hop_latency_us"]),
+            topology=str(entry["topology"]),
         )
     return out
 
 
 @cache
 def interconnect(path: Path = INTERCONNECT_FILE) -> dict[str, InstanceLinks]:
-    """The instance types of `path` (default: neuron_emu/data/interconnect.json)."""
+    """The instance types of `path` (default: neuron_emu/data/interconnect.json) with their chips."""
     return parse_interconnect(json.loads(Path(path).read_text()))
 
 

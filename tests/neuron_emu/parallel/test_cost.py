@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import neuron_emu
+from neuron_emu.hardware import neuron_instances
 from neuron_emu.parallel.cost import (
     GIB,
     INTERCONNECT_FILE,
@@ -48,7 +49,9 @@ def test_the_data_file_cites_its_sources_and_marks_its_assumptions() -> None:
     for chip in raw["chips"].values():
         assert "ASSUMPTION" in chip["_intra_chip_note"]
     links = interconnect()
-    assert {spec.chip for spec in links.values()} == set(raw["chips"])
+    # Every Neuron instance neuron_emu.hardware knows has link figures, and no other.
+    assert set(links) == set(neuron_instances())
+    assert {spec.chip for spec in links.values()} <= set(raw["chips"])
     for spec in links.values():
         assert spec.cores == spec.chips * spec.cores_per_chip
         # Multi-chip instances have a chip-to-chip figure; single-chip ones need none.
