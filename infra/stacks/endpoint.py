@@ -36,6 +36,20 @@ class Arn:
         )
 
 
+def serving_image_asset(scope: Construct, construct_id: str, image: BuildImage) -> ecr_assets.DockerImageAsset:
+    """The serving image as a CDK image asset: what `cdk synth` stages and cdk-assets builds (linux/amd64)."""
+    return ecr_assets.DockerImageAsset(
+        scope,
+        construct_id,
+        directory=str(image.context),
+        file=image.dockerfile,
+        platform=ecr_assets.Platform.LINUX_AMD64,
+        exclude=list(image.exclude),
+        ignore_mode=cdk.IgnoreMode.DOCKER,
+        build_args=dict(image.build_args) or None,
+    )
+
+
 class EndpointStack(cdk.Stack):
     def __init__(
         self,
@@ -137,16 +151,7 @@ class EndpointStack(cdk.Stack):
         """The image URI and the ECR repository ARN the role pulls from (None: not an ECR image)."""
         image = self.plan.image
         if isinstance(image, BuildImage):
-            asset = ecr_assets.DockerImageAsset(
-                self,
-                "Image",
-                directory=str(image.context),
-                file=image.dockerfile,
-                platform=ecr_assets.Platform.LINUX_AMD64,
-                exclude=list(image.exclude),
-                ignore_mode=cdk.IgnoreMode.DOCKER,
-                build_args=dict(image.build_args) or None,
-            )
+            asset = serving_image_asset(self, "Image", image)
             return asset.image_uri, asset.repository.repository_arn
         return image.uri, image.repository.arn if image.repository else None
 

@@ -91,21 +91,15 @@ def check_targets(targets: Sequence[str], models: Path) -> tuple[str, ...]:
 
 def prepare_containers(state: BoxState, state_dir: Path, say: Say) -> None:
     """Engine, offline base image and wheelhouse (only build arguments), and the registry behind ECR."""
-    import os
-    import subprocess
-
     from sagebox.box import registry
-    from sagebox.images import wheelhouse
-    from sagebox.images.dirs import Paths
-    from sagebox.images.setup import setup
+    from sagebox.images.offline import prepare
 
-    ready = setup(Paths.from_env(), log=say)
-    state.docker_host = ready.engine.base_url
-    if not os.environ.get("SAGEBOX_ONLINE_BUILD"):
-        state.base_image = ready.base_image
-        requirements = REPO / "container" / "requirements.txt"
-        folder = wheelhouse.ensure_wheelhouse(requirements, REPO / "build", subprocess.run, say)
-        state.wheelhouse = folder.relative_to(REPO).as_posix()
+    build = prepare(say)
+    state.docker_host, state.base_image, state.wheelhouse = (
+        build.docker_host,
+        build.base_image or "",
+        build.wheelhouse or "",
+    )
     files = registry.RegistryFiles(state_dir / "registry")
     host = f"127.0.0.1:{free_port()}"
     state.registry_pid = registry.start(files, host)
@@ -160,11 +154,13 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
     if existing is not None and existing.aws_pid and processes.alive(existing.aws_pid):
         raise SageboxError("a local box is already running: `sagebox down` first (or use it as it is)")
     state = BoxState(region=REGION, mode="containers" if options.containers else "processes")
-    with step("packaged models") as say:
-        models, source = choose_models(options, say)
-        state.models_dir, state.models_source = str(models), source
-        targets = check_targets(options.targets, models)
-        say(f"{source}: {models}")
+    targets: tuple[str, ...] = ()
+    if options.targets:
+        with step("packaged models") as say:
+            models, source = choose_models(options, say)
+            state.models_dir, state.models_source = str(models), source
+            targets = check_targets(options.targets, models)
+            say(f"{source}: {models}")
     try:
         if options.containers:
             with step("container engine, base image, wheelhouse and the registry behind ECR") as say:
@@ -176,6 +172,9 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
         with step("runtime gateway (InvokeEndpoint)"):
             start_gateway(state, state_dir)
             save_state(state_dir, state)
+        if not targets:  # the box alone: the user bootstraps and deploys with the CDK CLI
+            save_state(state_dir, state)
+            return state
         env = box_environment(state)
         cdk_log = state_dir / "logs" / "cdk.log"
         context = cdk_context(state, targets)

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--targets",
         default=",".join(DEFAULT_TARGETS),
-        help=f"comma-separated targets of infra/targets.json, or 'all' (default: {','.join(DEFAULT_TARGETS)})",
+        help=f"comma-separated targets of infra/targets.json, 'all', or 'none' (start the box only; deploy with "
+        f"`npx cdk deploy`) (default: {','.join(DEFAULT_TARGETS)})",
     )
     p.add_argument(
         "--models",
@@ -117,6 +118,8 @@ def _targets(raw: str) -> list[str]:
 
     if raw.strip() == "all":
         return [t.name for t in load_targets()]
+    if raw.strip() == "none":
+        return []
     targets = [t.strip() for t in raw.split(",") if t.strip()]
     if not targets:
         raise SageboxError("--targets names no target")

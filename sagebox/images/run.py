@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import stat
 import time
 import urllib.error
 import urllib.request
@@ -63,17 +62,6 @@ class CheckReport:
     exit_code: int
 
 
-def unreadable(model_dir: Path) -> list[Path]:
-    """Paths in `model_dir` that the image's non-root user could not read (as SageMaker's would not either)."""
-    found = []
-    for path in [model_dir, *sorted(model_dir.rglob("*"))]:
-        mode = path.stat().st_mode
-        needed = (stat.S_IROTH | stat.S_IXOTH) if path.is_dir() else stat.S_IROTH
-        if mode & needed != needed:
-            found.append(path)
-    return found
-
-
 def run_container(
     client: docker.DockerClient,
     image: str,
@@ -82,14 +70,12 @@ def run_container(
     env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> ContainerHandle:
-    """`docker run IMAGE serve` with the model mounted read-only at /opt/ml/model, 8080 published on localhost."""
-    if not (model_dir / "manifest.json").is_file():
+    """`docker run IMAGE serve` with the model mounted read-only at /opt/ml/model, 8080 published on localhost.
+
+    As on SageMaker the container runs as root, so a root-owned model directory (0700/0600) loads; the server
+    drops to its service user once the model is loaded."""
+    if not (model_dir / "manifest.json").exists():
         raise SageboxError(f"{model_dir} holds no manifest.json: not a Sagebox model directory")
-    blocked = unreadable(model_dir)
-    if blocked:
-        raise SageboxError(
-            f"{blocked[0]} is not readable by the image's non-root user; run `chmod -R a+rX {model_dir}`"
-        )
     import docker.errors
 
     host_port = port or free_port()
@@ -224,13 +210,3 @@ def check(
 def _last_log_line(handle: ContainerHandle) -> str:
     lines = [line for line in handle.logs().splitlines() if line.strip()]
     return lines[-1] if lines else "the container logged nothing"
-
-
-def make_readable(model_dir: Path) -> None:
-    """`chmod -R a+rX`: what a model directory needs before a non-root server can load it."""
-    for path in [model_dir, *model_dir.rglob("*")]:
-        mode = path.stat().st_mode
-        extra = (stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH) | (
-            (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH) if path.is_dir() else 0
-        )
-        path.chmod(stat.S_IMODE(mode) | extra)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +31,12 @@ class TrainRecipe:
     # Dropout costs as much as a third of a CPU training step and buys little in a one-epoch fine-tune.
     dropout: float = 0.0
     seed: int = 0
+    # Overlap of consecutive windows over a context longer than max_length; training uses a window holding the answer.
+    doc_stride: int = 64
+    # "bf16": matmuls under torch.autocast(bfloat16), weights and optimizer state stay FP32. Measured on the 2-core
+    # Xeon (AMX, AVX512-BF16) dev machine: 0.43 s vs 2.4 s per step (batch 16 x 128 tokens, 3 layers frozen).
+    # Where oneDNN has no BF16 support the step runs in FP32 (TrainStats.precision says which).
+    precision: str = "fp32"
 
 
 @dataclass(frozen=True)
@@ -47,25 +54,30 @@ class TrainStats:
     skipped: int
     seconds: float
     final_loss: float
+    precision: str = "fp32"
+    cpu_seconds: float = 0.0  # user + system CPU time of the training loop (all threads)
 
 
 def featurize_for_training(
-    tokenizer: Tokenizer, examples: Sequence[QAExample], max_length: int
+    tokenizer: Tokenizer, examples: Sequence[QAExample], max_length: int, doc_stride: int = 64
 ) -> tuple[list[TrainFeature], int]:
-    """One feature per example whose first gold answer fits the window; also returns how many were skipped."""
+    """One feature per example: the first window (of max_length tokens, overlapping by doc_stride) that holds the
+    first gold answer whole; also returns how many examples had no such window and were skipped."""
     tok = Tokenizer.from_str(tokenizer.to_str())
     tok.no_padding()
-    tok.enable_truncation(max_length=max_length, strategy="only_second")
+    tok.enable_truncation(max_length=max_length, strategy="only_second", stride=doc_stride)
     features: list[TrainFeature] = []
     skipped = 0
     for example in examples:
         answer = example.answers[0]
         encoding = tok.encode(example.question, example.context)
-        span = answer_tokens(encoding.sequence_ids, encoding.offsets, answer.start, answer.start + len(answer.text))
-        if span is None:
+        for window in [encoding, *encoding.overflowing]:
+            span = answer_tokens(window.sequence_ids, window.offsets, answer.start, answer.start + len(answer.text))
+            if span is not None:
+                features.append(TrainFeature(list(window.ids), list(window.type_ids), span[0], span[1]))
+                break
+        else:
             skipped += 1
-            continue
-        features.append(TrainFeature(list(encoding.ids), list(encoding.type_ids), span[0], span[1]))
     return features, skipped
 
 
@@ -84,9 +96,20 @@ def answer_tokens(
 
 
 def _batches(features: list[TrainFeature], batch_size: int, rng: random.Random) -> list[list[TrainFeature]]:
+    """Shuffled batches of similar lengths (less padding): sort within shuffled pools of 32 batches."""
     order = list(features)
     rng.shuffle(order)
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    pool = batch_size * 32
+    batches: list[list[TrainFeature]] = []
+    for i in range(0, len(order), pool):
+        part = sorted(order[i : i + pool], key=lambda f: len(f.input_ids))
+        batches += [part[j : j + batch_size] for j in range(0, len(part), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def bf16_supported() -> bool:
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def _collate(batch: list[TrainFeature], pad_id: int) -> dict[str, torch.Tensor]:
@@ -119,7 +142,10 @@ def train_qa(
     """Train a Hugging Face *ForQuestionAnswering model in place; returns it in eval mode."""
     torch.manual_seed(recipe.seed)
     rng = random.Random(recipe.seed)
-    features, skipped = featurize_for_training(tokenizer, examples, recipe.max_length)
+    if recipe.precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be fp32 or bf16, not {recipe.precision!r}")
+    precision = "bf16" if recipe.precision == "bf16" and bf16_supported() else "fp32"
+    features, skipped = featurize_for_training(tokenizer, examples, recipe.max_length, recipe.doc_stride)
     if not features:
         raise ValueError("no training example has an answer inside the training window")
     pad_id = tokenizer.token_to_id("[PAD]") or 0
@@ -148,13 +174,14 @@ def train_qa(
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model.train()
-    started = clock()
+    started, cpu_started = clock(), _cpu_seconds()
     step, loss_value = 0, float("nan")
     while step < total:
         for batch in _batches(features, recipe.batch_size, rng):
             if step >= total:
                 break
-            out = model(**_collate(batch, pad_id), return_dict=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                out = model(**_collate(batch, pad_id), return_dict=True)
             out.loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -165,4 +192,11 @@ def train_qa(
             if progress is not None:
                 progress(step, total, loss_value)
     model.eval()
-    return TrainStats(step, len(features), skipped, clock() - started, loss_value)
+    return TrainStats(
+        step, len(features), skipped, clock() - started, loss_value, precision, _cpu_seconds() - cpu_started
+    )
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system

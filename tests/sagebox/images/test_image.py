@@ -1,79 +1,91 @@
-"""The real serving image, built and run through the Docker API (podman's socket here, Docker Engine elsewhere)."""
+"""The serving image as `cdk deploy` builds it: the default app's image asset (`cdk.out/*.assets.json`), built
+through the Docker API (podman's socket here, Docker Engine elsewhere) with only CDK-context overrides, then run
+as SageMaker runs it."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-import container
 from sagebox.errors import SageboxError
-from sagebox.images import builder, context, engine, run, wheelhouse
-from sagebox.images.dirs import Paths
-from sagebox.images.setup import Ready, setup
+from sagebox.images import asset, engine, run
+from sagebox.images.offline import BuildEnvironment, prepare
+from sagebox.paths import REPO
+from tests.infra.model_tarballs import write_model_dir
 
 if TYPE_CHECKING:
     import docker
 
 pytestmark = [pytest.mark.slow, pytest.mark.image, pytest.mark.timeout(1800)]
-
-REPO = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def paths() -> Paths:
-    return Paths.from_env()
+TAG = "sagebox-serving:asset-test"
 
 
 @pytest.fixture(scope="module")
-def ready(paths: Paths) -> Ready:
-    return setup(paths, log=print)
+def build_env() -> BuildEnvironment:
+    return prepare(print)
 
 
 @pytest.fixture(scope="module")
-def client(ready: Ready) -> Iterator[docker.DockerClient]:
-    made = engine.connect(ready.engine.base_url)
+def client(build_env: BuildEnvironment) -> Iterator[docker.DockerClient]:
+    made = engine.connect(build_env.docker_host)
     yield made
     made.close()
 
 
 @pytest.fixture(scope="module")
-def inputs(paths: Paths, ready: Ready) -> builder.BuildInputs:
-    requirements = REPO / "container" / "requirements.txt"
-    wheels = wheelhouse.wheels(wheelhouse.ensure_wheelhouse(requirements, paths.image, subprocess.run, print))
-    ca = context.find_ca_bundle(os.environ)
-    return builder.serving_inputs(REPO, wheels, ca, ready.base_image, container.__version__)
+def image_asset(build_env: BuildEnvironment, tmp_path_factory: pytest.TempPathFactory) -> asset.ImageAsset:
+    """The default app (infra/targets.json, every target) synthesized with the offline build's CDK context."""
+    from infra.app import build
+    from infra.settings import AppSettings
+
+    models = write_model_dir(tmp_path_factory.mktemp("models"))
+    wheelhouse = REPO / build_env.wheelhouse if build_env.wheelhouse else None
+    settings = AppSettings.from_context(
+        {"model_dir": str(models), "base_image": build_env.base_image or "", "wheelhouse": str(wheelhouse or "")},
+        REPO,
+        env={},
+    )
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    build(settings, outdir=outdir).synth()
+    [found] = asset.read_image_assets(outdir)  # one image, shared by every endpoint stack
+    return found
 
 
 @pytest.fixture(scope="module")
-def built(client: docker.DockerClient, inputs: builder.BuildInputs, paths: Paths) -> builder.BuiltImage:
-    return builder.build_image(client, inputs, paths.image, log=print)
+def built(client: docker.DockerClient, image_asset: asset.ImageAsset) -> str:
+    asset.build_asset(client, image_asset, TAG, print)
+    return TAG
 
 
-@pytest.fixture
-def model_dir(tiny_model_dir: Path, tmp_path: Path) -> Path:
-    # SageMaker untars the model for a server that runs as the image's non-root user: it must be readable.
-    copy = tmp_path / "model"
-    shutil.copytree(tiny_model_dir, copy)
-    run.make_readable(copy)
-    return copy
-
-
-def test_image_answers_ping_and_invocations_then_exits_0_on_sigterm(
-    client: docker.DockerClient, built: builder.BuiltImage, model_dir: Path
+def test_the_asset_is_the_repository_dockerfile_with_offline_build_arguments_only(
+    image_asset: asset.ImageAsset, build_env: BuildEnvironment
 ) -> None:
-    handle = run.run_container(client, built.tag, model_dir)
+    assert image_asset.dockerfile == "container/Dockerfile" and image_asset.platform == "linux/amd64"
+    expected = {"BASE_IMAGE": build_env.base_image, "WHEELHOUSE": build_env.wheelhouse}
+    assert image_asset.build_args == {k: v for k, v in expected.items() if v}
+    staged = {p.name for p in image_asset.directory.iterdir()}
+    assert staged <= {".dockerignore", "container", "neuron_emu", "build"}, staged
+    code = sum(f.stat().st_size for f in image_asset.directory.rglob("*") if f.is_file() and "wheelhouse" not in str(f))
+    print(f"build context without the wheelhouse: {code / 1e6:.2f} MB")
+    assert code < 5e6  # .dockerignore keeps the context to the serving code
+
+
+def test_the_built_asset_answers_ping_and_invocations_then_exits_0_on_sigterm(
+    client: docker.DockerClient, built: str, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    assert asset.contract_findings(client.images.get(built).attrs) == []
+    handle = run.run_container(client, built, tiny_model_dir)
     try:
         report = run.check(handle)
         attrs = client.api.inspect_container(handle.id)
     finally:
         run.remove(handle)
-    print(f"image {built.tag}: first /ping {report.seconds_to_first_answer:.2f}s, 200 at {report.seconds_to_ping:.2f}s")
+    print(f"first /ping {report.seconds_to_first_answer:.2f}s, 200 at {report.seconds_to_ping:.2f}s")
     assert report.exit_code == 0 and report.seconds_to_exit < run.STOP_GRACE_S
     assert report.answer["answer"] and report.answer["answer"] in run.SAMPLE_QUESTION["context"]
     assert attrs["Config"]["Cmd"] == ["serve"] and attrs["State"]["OOMKilled"] is False
@@ -81,57 +93,45 @@ def test_image_answers_ping_and_invocations_then_exits_0_on_sigterm(
     assert mounts["/opt/ml/model"]["RW"] is False
 
 
-def test_image_is_a_non_root_cpu_torch_image_without_build_leftovers(
-    client: docker.DockerClient, built: builder.BuiltImage
+def test_a_root_owned_private_model_directory_serves_and_requests_are_not_served_as_root(
+    client: docker.DockerClient, built: str, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
+    """AWS: SageMaker runs containers as root and untars the model as root. 0700 directories, 0600 files."""
+    private = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, private)
+    for path in [private, *private.rglob("*")]:
+        os.chown(path, 0, 0)
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    handle = run.run_container(client, built, private)
+    try:
+        run.wait_ping(handle)
+        answer = run.invoke(handle, run.SAMPLE_QUESTION)
+        status = handle.container.exec_run(["cat", "/proc/1/status"]).output.decode()
+        logs = handle.logs(tail=80)
+    finally:
+        run.remove(handle)
+    assert answer["answer"]
+    assert "model loaded as root; now serving as sagebox (uid 10001)" in logs
+    # The server is the container's PID 1 (exec-form ENTRYPOINT): real, effective, saved and fs uid all 10001.
+    [uids] = [line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")]
+    assert uids == ["10001"] * 4, status
+
+
+def test_the_image_holds_cpu_torch_and_no_build_leftovers(client: docker.DockerClient, built: str) -> None:
     probe = (
-        "import os, importlib.metadata as m, torch; "
-        "print(os.getuid(), torch.version.cuda, os.path.exists('/tmp/sagebox-build'), "
+        "import os, pwd, importlib.metadata as m, torch; "
+        "print(os.getuid(), pwd.getpwnam('sagebox').pw_uid, torch.version.cuda, os.path.exists('/tmp/sagebox-build'), "
         "sorted(d.metadata['Name'] for d in m.distributions() if d.metadata['Name'].lower().startswith('nvidia')), "
         "'transformers' in {d.metadata['Name'] for d in m.distributions()})"
     )
-    output = client.containers.run(built.tag, entrypoint=["python", "-c", probe], remove=True)
-    assert output.decode().split() == ["10001", "None", "False", "[]", "False"]
-    assert builder.check_image(client.images.get(built.tag).attrs) == []
+    output = client.containers.run(built, entrypoint=["python", "-c", probe], remove=True)
+    assert output.decode().split() == ["0", "10001", "None", "False", "[]", "False"]
 
 
-def test_a_code_change_rebuilds_only_the_code_stage(
-    client: docker.DockerClient, inputs: builder.BuildInputs, built: builder.BuiltImage, paths: Paths, tmp_path: Path
-) -> None:
-    changed = tmp_path / "container"
-    shutil.copytree(REPO / "container", changed, ignore=shutil.ignore_patterns("__pycache__"))
-    with (changed / "env.py").open("a") as fh:
-        fh.write("# a code change\n")
-    tag = "sagebox-serving:test-code-change"
-    edited = builder.BuildInputs(
-        **{**inputs.__dict__, "packages": {**inputs.packages, "container": changed}, "tag": tag}
-    )
-    try:
-        first = builder.build_image(client, edited, paths.image)
-        again = builder.build_image(client, edited, paths.image)
-    finally:
-        client.images.remove(tag)
-    assert first.runtime_tag == built.runtime_tag and not first.runtime_rebuilt
-    assert first.rebuilt and first.id != built.id
-    assert not again.rebuilt and again.id == first.id
-    print(f"rebuild after a code change: {first.seconds:.1f}s; unchanged: {again.seconds:.1f}s")
-
-
-def test_a_failing_build_is_one_line_naming_the_failure(
-    client: docker.DockerClient, inputs: builder.BuildInputs, paths: Paths, tmp_path: Path
-) -> None:
-    broken = tmp_path / "Dockerfile"
-    broken.write_text(
-        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE} AS runtime\nRUN echo about to fail && exit 3\n"
-        "FROM runtime AS serving\nUSER 10001\n"
-    )
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"unused")
-    failing = builder.BuildInputs(
-        **{**inputs.__dict__, "dockerfile": broken, "wheels": tuple(wheels.iterdir()), "tag": "sagebox-serving:broken"}
-    )
-    with pytest.raises(SageboxError, match=r"^building localhost/sagebox-serving-runtime:\w+ failed: .*exit") as info:
-        builder.build_image(client, failing, tmp_path / "work")
+def test_a_failing_build_is_one_line_naming_the_failure(client: docker.DockerClient, tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nRUN echo about to fail && exit 3\n")
+    broken = asset.ImageAsset("broken", tmp_path, "Dockerfile", "linux/amd64")
+    logged: list[str] = []
+    with pytest.raises(SageboxError, match=r"^building sagebox-serving:broken failed: ") as info:
+        asset.build_asset(client, broken, "sagebox-serving:broken", logged.append)
     assert "\n" not in str(info.value)
-    assert "about to fail" in (tmp_path / "work" / "build.log").read_text()

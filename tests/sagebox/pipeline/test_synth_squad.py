@@ -36,7 +36,7 @@ def test_paragraphs_hold_distractors_of_the_same_kind() -> None:
 
 
 def _pattern(template: str) -> re.Pattern[str]:
-    parts = re.split(r"\{\w+\}", template)
+    parts = re.split(r"\{[\w.]+\}", template)
     return re.compile("^" + ".+".join(re.escape(p) for p in parts) + "$")
 
 

@@ -1,4 +1,5 @@
-"""The checks around a build and a run: image configuration, build errors, answers, model directory access."""
+"""The image asset as cdk-assets reads it, the checks around a build and a run: image configuration, build errors,
+answers."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from typing import Any
 import pytest
 
 from sagebox.errors import SageboxError
-from sagebox.images import builder, run
+from sagebox.images import asset, run
 
 GOOD_ATTRS: dict[str, Any] = {
     "Os": "linux",
     "Architecture": "amd64",
-    "Config": {"User": "10001:10001", "Entrypoint": ["python", "-m", "container"], "ExposedPorts": {"8080/tcp": {}}},
+    "Config": {"User": "", "Entrypoint": ["python", "-m", "container"], "ExposedPorts": {"8080/tcp": {}}},
 }
 
 
@@ -23,21 +24,20 @@ def with_config(**changes: Any) -> dict[str, Any]:
 
 
 def test_a_contract_keeping_image_has_no_findings() -> None:
-    assert builder.check_image(GOOD_ATTRS) == []
+    assert asset.contract_findings(GOOD_ATTRS) == []
 
 
 @pytest.mark.parametrize(
     ("attrs", "finding"),
     [
         ({**GOOD_ATTRS, "Architecture": "arm64"}, "not linux/amd64"),
-        (with_config(User=""), "runs as root"),
-        (with_config(User="0:0"), "runs as root"),
+        (with_config(User="10001:10001"), "SageMaker expects containers to run as root"),
         (with_config(Entrypoint=["/bin/sh", "-c", "python -m container"]), "not exec-form"),
         (with_config(ExposedPorts={"80/tcp": {}}), "8080 is not exposed"),
     ],
 )
 def test_contract_breaches_are_named(attrs: dict[str, Any], finding: str) -> None:
-    found = builder.check_image(attrs)
+    found = asset.contract_findings(attrs)
     assert len(found) == 1 and finding in found[0]
 
 
@@ -49,14 +49,45 @@ def test_build_output_is_logged_and_an_error_ends_it() -> None:
         {"error": 'building at STEP "RUN false": exit status 1\n', "errorDetail": {"message": "ignored"}},
         {"stream": "never read\n"},
     ]
-    assert builder.build_error(iter(chunks), logged.append) == 'building at STEP "RUN false": exit status 1'
+    assert asset.build_error(iter(chunks), logged.append) == 'building at STEP "RUN false": exit status 1'
     assert logged == ["STEP 1/2: FROM base"]
-    assert builder.build_error(iter([{"stream": "done\n"}]), logged.append) is None
+    assert asset.build_error(iter([{"stream": "done\n"}]), logged.append) is None
 
 
-def test_inputs_digest_changes_with_build_arguments() -> None:
-    assert builder.inputs_digest("abc", {"BASE_IMAGE": "a"}) != builder.inputs_digest("abc", {"BASE_IMAGE": "b"})
-    assert builder.inputs_digest("abc", {"X": "1", "Y": "2"}) == builder.inputs_digest("abc", {"Y": "2", "X": "1"})
+def test_root_in_any_spelling_keeps_the_contract() -> None:
+    for user in ("", "0", "root", "0:0", "root:root"):
+        assert asset.contract_findings(with_config(User=user)) == []
+
+
+def test_image_assets_are_read_as_cdk_assets_reads_them(tmp_path: Path) -> None:
+    manifest = {
+        "version": "39.0.0",
+        "files": {"abc": {"source": {"path": "asset.abc.gz", "packaging": "file"}, "destinations": {}}},
+        "dockerImages": {
+            "f00d": {
+                "source": {
+                    "directory": "asset.f00d",
+                    "dockerFile": "container/Dockerfile",
+                    "platform": "linux/amd64",
+                    "dockerBuildArgs": {"BASE_IMAGE": "localhost/base:1"},
+                    "dockerBuildTarget": "serving",
+                },
+                "destinations": {},
+            },
+            "beef": {"source": {"executable": ["build.sh"]}, "destinations": {}},
+        },
+    }
+    (tmp_path / "a.assets.json").write_text(json.dumps(manifest))
+    (tmp_path / "b.assets.json").write_text(json.dumps(manifest))  # the same asset in two stacks
+    [image] = asset.read_image_assets(tmp_path)
+    assert image == asset.ImageAsset(
+        "f00d",
+        tmp_path / "asset.f00d",
+        "container/Dockerfile",
+        "linux/amd64",
+        {"BASE_IMAGE": "localhost/base:1"},
+        "serving",
+    )
 
 
 CONTEXT = "Sagebox serves its models on SageMaker endpoints."
@@ -71,21 +102,6 @@ def test_an_answer_must_be_the_context_characters_it_points_at() -> None:
         run.check_answer(b'{"error": "Bad Request"}', CONTEXT)
     with pytest.raises(SageboxError, match="not JSON"):
         run.check_answer(b"<html>", CONTEXT)
-
-
-def test_a_model_directory_the_non_root_server_cannot_read_is_refused_before_running(tmp_path: Path) -> None:
-    model = tmp_path / "model"
-    model.mkdir(mode=0o700)
-    model.chmod(0o700)  # whatever the umask
-    (model / "manifest.json").write_text("{}")
-    (model / "model.onnx").write_bytes(b"\0")
-    (model / "model.onnx").chmod(0o600)
-    assert run.unreadable(model) == [model, model / "model.onnx"]
-    with pytest.raises(SageboxError, match="not readable by the image's non-root user"):
-        run.run_container(None, "image", model)  # refused before any engine call
-    run.make_readable(model)
-    assert run.unreadable(model) == []
-    assert (model.stat().st_mode & 0o777, (model / "model.onnx").stat().st_mode & 0o777) == (0o755, 0o644)
 
 
 def test_a_directory_without_a_manifest_is_refused(tmp_path: Path) -> None:

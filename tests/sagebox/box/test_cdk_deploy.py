@@ -1,0 +1,116 @@
+"""The README's "Deploy for real" commands, unchanged, against the box: in a checkout with packaged models,
+`eval "$(sagebox env)"`, then `npx cdk bootstrap` and `npx cdk deploy <stack>` with the real CDK CLI and
+cdk-assets. The image asset is built and pushed into the embedded ECR (a real registry), and the endpoint answers
+from a container of the very image that was pushed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from sagebox.paths import REPO
+from tests.sagebox.conftest import Built
+
+pytestmark = [pytest.mark.slow, pytest.mark.image, pytest.mark.timeout(1800)]
+STACK = "sagebox-c6i-int8"
+
+
+def checkout_copy(dest: Path) -> Path:
+    """The repository's files as a fresh clone has them (plus untracked, unignored ones), with its .venv,
+    node_modules and the offline wheelhouse linked in (a clone would install them)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    for name in (".venv", "node_modules"):
+        (dest / name).symlink_to(REPO / name)
+    for wheels in (REPO / "build").glob("wheelhouse-*"):
+        shutil.copytree(wheels, dest / "build" / wheels.name, copy_function=os.link)
+    return dest
+
+
+def exports(text: str) -> dict[str, str]:
+    return dict(line.removeprefix("export ").split("=", 1) for line in text.splitlines() if line.startswith("export "))
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    state_dir = tmp_path / "state"
+    env = {**os.environ, "SAGEBOX_STATE_DIR": str(state_dir)}
+
+    def sagebox(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sagebox", *args], cwd=REPO, env=env, capture_output=True, text=True
+        )
+
+    up = sagebox("up", "--containers", "--targets", "none")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        printed = sagebox("env")
+        assert printed.returncode == 0, printed.stderr
+        yield state_dir, exports(printed.stdout)
+    finally:
+        sagebox("down")
+
+
+def test_cdk_bootstrap_and_deploy_unchanged_serve_the_pushed_image(
+    built: Built, box: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    import docker
+
+    state_dir, box_env = box
+    assert built.result.returncode == 0, built.result.stderr
+    checkout = checkout_copy(tmp_path / "checkout")
+    shutil.copytree(built.out, checkout / "build" / "models")  # what `sagebox build` leaves there
+    unset = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN")
+    env = {**{k: v for k, v in os.environ.items() if k not in unset}, **box_env}
+
+    def npx(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["npx", "cdk", *args], cwd=checkout, env=env, capture_output=True, text=True)
+
+    bootstrap = npx("bootstrap")
+    assert bootstrap.returncode == 0, bootstrap.stdout + bootstrap.stderr
+    deploy = npx("deploy", STACK, "--require-approval", "never")  # non-interactive: no approval prompt
+    assert deploy.returncode == 0, deploy.stdout + deploy.stderr
+    assert f"{STACK}.EndpointName = {STACK}" in deploy.stdout + deploy.stderr
+
+    session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+    aws = box_env["AWS_ENDPOINT_URL"]
+    ecr = session.client("ecr", endpoint_url=aws)
+    repository = "cdk-hnb659fds-container-assets-123456789012-us-east-1"
+    [pushed] = ecr.describe_images(repositoryName=repository)["imageDetails"]
+    described = session.client("sagemaker", endpoint_url=aws).describe_endpoint(EndpointName=STACK)
+    assert described["EndpointStatus"] == "InService"
+    [image] = described["ProductionVariants"][0]["DeployedImages"]
+    assert image["ResolvedImage"].endswith(f"/{repository}@{pushed['imageDigest']}")  # pulled by digest
+    assert image["SpecifiedImage"].endswith(f".amazonaws.com/{repository}:{pushed['imageTags'][0]}")
+
+    engine = docker.DockerClient(base_url=box_env["DOCKER_HOST"], version="auto")
+    try:
+        [serving] = engine.containers.list(filters={"label": f"org.sagebox.endpoint={STACK}"})
+        assert serving.image.id == engine.images.get(image["ResolvedImage"]).id
+    finally:
+        engine.close()
+
+    runtime = session.client("sagemaker-runtime", endpoint_url=box_env["AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"])
+    context = "The Amazon rainforest covers most of the Amazon basin of South America."
+    response = runtime.invoke_endpoint(
+        EndpointName=STACK,
+        Body=json.dumps({"question": "Which basin?", "context": context}),
+        ContentType="application/json",
+    )
+    answer = json.loads(response["Body"].read())
+    assert context[answer["start"] : answer["end"]] == answer["answer"]
+    assert (state_dir / "registry" / "storage").is_dir()
