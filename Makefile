@@ -43,7 +43,7 @@ node: $(NODE_STAMP)
 podman: venv
 	@$(BIN)/sagebox containers setup
 
-demo: venv
+demo: venv node
 	@$(BIN)/sagebox demo
 
 down: venv

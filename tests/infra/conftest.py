@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,27 +63,6 @@ def synthesized(settings: AppSettings, tmp_path_factory: pytest.TempPathFactory)
 @pytest.fixture(scope="session")
 def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
     return synthesized.templates
-
-
-@pytest.fixture(scope="session")
-def moto_url() -> Iterator[str]:
-    """A moto server on localhost whose SageMaker accepts every instance type of our catalog.
-
-    moto 5.2's endpoint-config enum predates c6i/inf2/trn1: the box's embedded AWS widens it the same way.
-    """
-    from moto.server import ThreadedMotoServer
-
-    from sagebox.box.moto_server import accept_catalog_instance_types
-    from sagebox.local_server import free_port
-
-    accept_catalog_instance_types()
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="localhost", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://localhost:{port}"
-    finally:
-        server.stop()
 
 
 def client(service: str, endpoint_url: str) -> Any:

@@ -43,7 +43,9 @@ def test_json_context_values_from_cdk_json(tmp_path: Path) -> None:
     settings = AppSettings.from_context(
         {"cfn_validate": False, "only": ["c5-fp32"], "model_data": '{"c5-fp32": "s3://b/k"}'}, tmp_path
     )
-    assert not settings.cfn_validate and settings.only == ("c5-fp32",) and settings.model_data == {"c5-fp32": "s3://b/k"}
+    assert (
+        not settings.cfn_validate and settings.only == ("c5-fp32",) and settings.model_data == {"c5-fp32": "s3://b/k"}
+    )
 
 
 @pytest.mark.parametrize(
