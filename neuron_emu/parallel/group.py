@@ -1,4 +1,4 @@
-"""The parent's side of the emulated NeuronCores: start the launcher, talk to each rank, shut everything down."""
+"""The parent's side of the emulated NeuronCores: the shared fork server, and one worker group per model."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import contextlib
 import json
 import os
 import pickle
+import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
@@ -22,9 +25,10 @@ import numpy as np
 from neuron_emu.errors import ArtifactError
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-DEFAULT_START_TIMEOUT_S = 300.0  # the launcher imports torch (~2.5 s of CPU, far more on a loaded machine)
+DEFAULT_START_TIMEOUT_S = 300.0  # the fork server imports torch (~2.5 s of CPU, far more on a loaded machine)
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
+PEER_EXIT_GRACE_S = 1.0
 
 Popen = Callable[..., subprocess.Popen[bytes]]
 
@@ -39,6 +43,110 @@ def _worker_env() -> dict[str, str]:
     env["GLOO_SOCKET_IFNAME"] = "lo"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH", "")) if p)
     return env
+
+
+class ForkServer:
+    """One `python -m neuron_emu.parallel.worker` process that forks worker groups on request.
+
+    Shared by the worker groups of one parent process while any of them is open (`acquire` / `release`): the
+    first group pays for its torch import, later ones fork in milliseconds. It exits when the last group
+    releases it, or when this process dies (its control socket reaches EOF), and its workers die with it.
+    """
+
+    _lock = threading.Lock()
+    _shared: ForkServer | None = None
+
+    def __init__(self, popen: Popen = subprocess.Popen) -> None:
+        self.scratch = Path(tempfile.mkdtemp(prefix="neuron_emu_parallel_"))
+        control, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = (self.scratch / "server.log").open("wb")
+        try:
+            self.process = popen(
+                [sys.executable, "-m", "neuron_emu.parallel.worker", str(child.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                pass_fds=[child.fileno()],
+                env=_worker_env(),
+                start_new_session=True,  # Ctrl-C reaches the parent only; it closes the workers
+            )
+        finally:
+            log.close()
+            child.close()
+        self.control = control
+        self.users = 0
+
+    @classmethod
+    def acquire(cls, popen: Popen = subprocess.Popen) -> ForkServer:
+        with cls._lock:
+            server = cls._shared
+            if server is None or server.process.poll() is not None:
+                if server is not None:
+                    server.stop()
+                server = cls._shared = ForkServer(popen)
+            server.users += 1
+            return server
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users <= 0:
+                if ForkServer._shared is self:
+                    ForkServer._shared = None
+                self.stop()
+
+    def fork(self, settings: dict[str, Any], fds: Sequence[int]) -> None:
+        try:
+            socket.send_fds(self.control, [json.dumps(settings).encode()], list(fds))
+        except OSError as exc:
+            raise ArtifactError(f"neuron_emu.parallel: the fork server is gone ({exc}){self.log_tail()}") from None
+
+    def log_tail(self) -> str:
+        try:
+            lines = [line for line in (self.scratch / "server.log").read_text().splitlines() if line.strip()]
+        except OSError:
+            return ""
+        return f" ({lines[-1].strip()})" if lines else ""
+
+    def stop(self) -> None:
+        self.control.close()
+        try:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class _Pid:
+    """A worker process we started, held by a pidfd where Linux has them (immune to pid reuse)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.fd = os.pidfd_open(pid)
+
+    def exited(self) -> bool:
+        if self.fd is not None:
+            return bool(select.select([self.fd], [], [], 0)[0])
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 class WorkerGroup:
@@ -60,61 +168,43 @@ class WorkerGroup:
         self.collective_timeout_s = collective_timeout_s
         self.popen = popen
         self.conns: list[Connection] = []
-        self.pids: list[int] = []
-        self.launcher: subprocess.Popen[bytes] | None = None
-        self.scratch: Path | None = None
+        self.workers: dict[int, _Pid] = {}
+        self.server: ForkServer | None = None
+        self.store: Path | None = None
         self.broken: str | None = None
 
     @property
     def running(self) -> bool:
-        return self.launcher is not None and self.broken is None
+        return self.server is not None and self.broken is None
+
+    @property
+    def pids(self) -> list[int]:
+        """Worker pids in rank order (once started)."""
+        return [self.workers[rank].pid for rank in sorted(self.workers)]
 
     def start(self) -> None:
-        if self.launcher is not None:
+        if self.server is not None:
             return
-        self.scratch = Path(tempfile.mkdtemp(prefix="neuron_emu_parallel_"))
+        self.server = ForkServer.acquire(self.popen)
+        self.store = Path(tempfile.mkdtemp(prefix="neuron_emu_store_"))
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(self.degree)]
-        child_fds = [child.fileno() for _, child in pairs]
         settings = {
-            "fds": child_fds,
             "world": self.degree,
             "threads": self.threads,
-            "store": str(self.scratch / "store"),
+            "store": str(self.store / "store"),
             "rank_files": [str(p) for p in self.rank_files],
             "collective_timeout_s": self.collective_timeout_s,
         }
-        log = (self.scratch / "launcher.log").open("wb")
         try:
-            self.launcher = self.popen(
-                [sys.executable, "-m", "neuron_emu.parallel.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                pass_fds=child_fds,
-                env=_worker_env(),
-                start_new_session=True,  # Ctrl-C reaches the parent only; it closes the workers
-            )
-            assert self.launcher.stdin is not None
-            self.launcher.stdin.write((json.dumps(settings) + "\n").encode())
-            self.launcher.stdin.close()
+            self.server.fork(settings, [child.fileno() for _, child in pairs])
         finally:
-            log.close()
             for _, child in pairs:
                 child.close()
         self.conns = [Connection(parent.detach()) for parent, _ in pairs]
-        self.pids = [0] * self.degree
-        replies = self._gather(self.start_timeout_s, "starting")
-        for rank, reply in enumerate(replies):
-            self.pids[rank] = int(reply[2])
+        self._gather(self.start_timeout_s, "starting")
 
-    def _launcher_tail(self) -> str:
-        if self.scratch is None:
-            return ""
-        try:
-            lines = [line for line in (self.scratch / "launcher.log").read_text().splitlines() if line.strip()]
-        except OSError:
-            return ""
-        return f" ({lines[-1].strip()})" if lines else ""
+    def _tail(self) -> str:
+        return self.server.log_tail() if self.server is not None else ""
 
     def _gather(self, timeout_s: float | None, doing: str) -> list[tuple[Any, ...]]:
         """One reply per rank; any error, EOF or timeout breaks the group and raises one line."""
@@ -134,13 +224,23 @@ class WorkerGroup:
                 try:
                     reply = pickle.loads(conn.recv_bytes())
                 except (EOFError, OSError):
-                    failure = f"worker rank {rank} exited while {doing}{self._launcher_tail()}"
+                    failure = f"worker rank {rank} exited while {doing}{self._tail()}"
                     break
                 if reply[0] == "error":
                     failure = f"rank {reply[1]} failed while {doing}: {reply[2]}"
                     break
+                if reply[0] == "ready":  # held at once, so a failing start can still stop it
+                    self.workers[rank] = _Pid(int(reply[2]))
                 replies[rank] = reply
         if failure is not None:
+            # A rank that died makes its peers fail in their collectives: name the dead one, not the symptom. Its
+            # sockets close before its exit is visible, so give the exit a moment to show.
+            pidfds = [w.fd for w in self.workers.values() if w.fd is not None]
+            if pidfds and not any(w.exited() for w in self.workers.values()):
+                select.select(pidfds, [], [], PEER_EXIT_GRACE_S)
+            dead = [rank for rank, worker in sorted(self.workers.items()) if worker.exited()]
+            if dead and f"worker rank {dead[0]} exited" not in failure:
+                failure = f"worker rank {dead[0]} exited while {doing}{self._tail()}"
             self.broken = failure
             self.close(force=True)
             raise ArtifactError(f"neuron_emu.parallel: {failure}")
@@ -152,7 +252,7 @@ class WorkerGroup:
             raise ArtifactError(
                 f"neuron_emu.parallel: the workers stopped earlier ({self.broken}); load the model again"
             )
-        if self.launcher is None:
+        if self.server is None:
             raise ArtifactError("neuron_emu.parallel: the workers are not running")
         payload = ("run", [np.ascontiguousarray(a) for a in arrays])
         for rank, conn in enumerate(self.conns):
@@ -161,17 +261,26 @@ class WorkerGroup:
             except OSError:
                 self.broken = f"worker rank {rank} is gone"
                 self.close(force=True)
-                raise ArtifactError(f"neuron_emu.parallel: {self.broken}{self._launcher_tail()}") from None
+                raise ArtifactError(f"neuron_emu.parallel: {self.broken}{self._tail()}") from None
         replies = self._gather(None, "running a request")
         return list(replies[0][2]), [dict(reply[3]) for reply in replies]
 
-    def close(self, force: bool = False) -> None:
-        """Stop the workers and the launcher and remove scratch files.
+    def _wait_exited(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        left = [w for w in self.workers.values() if not w.exited()]
+        while left and time.monotonic() < deadline:
+            fds = [w.fd for w in left if w.fd is not None]
+            if fds:
+                select.select(fds, [], [], max(0.0, deadline - time.monotonic()))
+            else:
+                time.sleep(0.01)
+            left = [w for w in left if not w.exited()]
+        for worker in left:
+            worker.kill()
 
-        Normally the ranks are asked to stop and the launcher exits after them; with `force` (a rank failed, so
-        others may be blocked in a collective) the launcher is killed at once, and Linux kills its workers with it
-        (their parent-death signal); their sockets reaching EOF ends them too where that signal is unavailable.
-        """
+    def close(self, force: bool = False) -> None:
+        """Stop this group's workers (asking, waiting up to STOP_TIMEOUT_S, then killing; with `force`, a rank
+        failed and others may be blocked in a collective, so killing at once) and release the fork server."""
         if not force:
             for conn in self.conns:
                 with contextlib.suppress(OSError):
@@ -179,14 +288,14 @@ class WorkerGroup:
         for conn in self.conns:
             conn.close()
         self.conns = []
-        launcher = self.launcher
-        if launcher is not None:
-            try:
-                launcher.wait(timeout=0 if force else STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                launcher.kill()
-                launcher.wait()
-        self.launcher = None
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+        self._wait_exited(0.0 if force else STOP_TIMEOUT_S)
+        if force:
+            self._wait_exited(STOP_TIMEOUT_S)  # SIGKILLed: wait until the kernel has them gone
+        for worker in self.workers.values():
+            worker.close()
+        server, self.server = self.server, None
+        if server is not None:
+            server.release()
+        if self.store is not None:
+            shutil.rmtree(self.store, ignore_errors=True)
+            self.store = None

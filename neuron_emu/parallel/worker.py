@@ -1,11 +1,13 @@
-"""The processes that stand in for NeuronCores: one launcher, one worker per rank (run as `python -m`).
+"""The processes that stand in for NeuronCores: one fork server per parent, one worker per rank (`python -m`).
 
-The launcher reads its settings as one JSON line on stdin, imports torch once and forks one worker per rank
-(forking a fresh single-purpose interpreter rather than spawning N: each torch import costs ~2.5 s of CPU here).
-Each worker loads its rank's graphs, joins a gloo process group over the loopback interface and serves requests
-sent on its own socket by the parent: it runs the segments, all-reducing the partial sums between them, and rank
-0 replies with the outputs. Workers exit when the parent asks, when their socket reaches EOF (the parent died)
-or when the launcher dies (Linux parent-death signal); the launcher exits when its workers have.
+The fork server imports torch once and waits on a control socket (SOCK_SEQPACKET, inherited from the parent):
+each message is one JSON line of settings with one socket per rank attached (SCM_RIGHTS), and the server forks
+one worker per rank on them (forking a warm interpreter rather than spawning N: each torch import costs ~2.5 s
+of CPU here). Each worker loads its rank's graphs, joins a gloo process group over the loopback interface and
+serves requests sent on its own socket by the parent: it runs the segments, all-reducing the partial sums between
+them, and rank 0 replies with the outputs. Workers exit when the parent asks, when their socket reaches EOF (the
+parent died) or when the server dies (Linux parent-death signal); the server exits when its control socket
+reaches EOF (the parent closed it, or died).
 Stand-in: NeuronCores and NeuronLink collectives are emulated by CPU processes and gloo all-reduces over loopback.
 """
 
@@ -17,6 +19,7 @@ import json
 import os
 import pickle
 import signal
+import socket
 import sys
 import time
 from datetime import timedelta
@@ -24,6 +27,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+MAX_MESSAGE = 1 << 20
+MAX_RANKS = 256
 
 
 def one_line(exc: BaseException) -> str:
@@ -33,8 +38,8 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def _die_with_launcher() -> None:
-    """Ask Linux to kill this worker when its parent (the launcher, single-threaded) dies."""
+def _die_with_server() -> None:
+    """Ask Linux to kill this worker when its parent (the fork server, single-threaded) dies."""
     if sys.platform.startswith("linux"):
         # Without prctl the socket's EOF still ends the worker once the parent is gone.
         with contextlib.suppress(OSError, AttributeError):
@@ -113,45 +118,54 @@ def _run(rank: int, world: int, segments: list[Any], arrays: list[Any]) -> tuple
         return ("error", rank, one_line(exc))
 
 
-def launch(settings: dict[str, Any]) -> int:
-    """Fork one worker per rank on the inherited sockets, then wait for all of them."""
+def _fork_worker(rank: int, fd: int, siblings: list[int], control: socket.socket, settings: dict[str, Any]) -> int:
+    """Fork one worker on `fd`; returns its pid (in the server)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _die_with_server()
+        control.close()
+        for other in siblings:
+            if other != fd:
+                os.close(other)
+        code = serve(rank, Connection(fd), settings)
+    finally:
+        os._exit(code)
+
+
+def fork_server(control: socket.socket) -> int:
+    """Fork a worker group for every settings message on `control`, until it reaches EOF."""
     # Imported once here, before forking, so every worker starts with them loaded.
     import torch.distributed  # noqa: F401
 
     import neuron_emu.runtime  # noqa: F401
 
-    children: list[int] = []
-    fds = [int(fd) for fd in settings["fds"]]
-    for rank, fd in enumerate(fds):
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                _die_with_launcher()
-                for other in fds:
-                    if other != fd:
-                        os.close(other)
-                code = serve(rank, Connection(fd), settings)
-            finally:
-                os._exit(code)
-        children.append(pid)
-    for fd in fds:
-        os.close(fd)
-    worst = 0
-    for pid in children:
-        _, status = os.waitpid(pid, 0)
-        worst = max(worst, os.waitstatus_to_exitcode(status) != 0)
-    return int(worst)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers: no zombies
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, MAX_RANKS)
+        except (ConnectionResetError, OSError):
+            return 0
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return 0  # the parent closed the control socket or died
+        settings = json.loads(data)
+        for rank, fd in enumerate(fds):
+            _fork_worker(rank, fd, fds, control, settings)
+        for fd in fds:
+            os.close(fd)
 
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which closes the workers
-    line = sys.stdin.readline()
-    if not line:
-        return 2
-    code = launch(json.loads(line))
+    control = socket.socket(fileno=int(sys.argv[1]))
+    code = fork_server(control)
     sys.stderr.flush()
-    os._exit(code)  # skip interpreter teardown (torch is loaded): the parent waits for this exit
+    os._exit(code)  # skip interpreter teardown (torch is loaded)
 
 
 if __name__ == "__main__":
