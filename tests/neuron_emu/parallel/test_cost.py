@@ -131,6 +131,13 @@ def test_a_traced_plan_agrees_with_the_cost_plans_of_its_graphs(
     assert profile.allreduces == 2 * 2 and profile.allreduce_bytes == 2 * 16 * 64 * 4
     assert profile.candidate_degrees == [1, 2, 4]
     assert model.plan.fits_one_core and model.plan.degree_to_fit == 1
+    # The same traced model on a (made-up) core whose HBM share lies between its degree-1 and degree-2 weights.
+    share = (profile.weight_bytes_per_core(1) + profile.weight_bytes_per_core(2)) / 2
+    cramped = replace(interconnect()["ml.inf2.xlarge"], hbm_bytes_per_core=share)
+    tight = parallel_plan(profile, {"ml.inf2.xlarge": cramped})
+    assert not tight.fits_one_core and tight.degree_to_fit == 2
+    assert tight.instance("ml.inf2.xlarge").fitting_degrees == [2]
+    assert any("does NOT fit one NeuronCore; tp_degree 2 makes it fit" in line for line in tight.summary)
     with_links = parallel_plan(profile, {"ml.inf2.xlarge": interconnect()["ml.inf2.xlarge"]})
     assert [i.instance_type for i in with_links.instances] == ["ml.inf2.xlarge"]
     cheaper = replace(interconnect()["ml.inf2.xlarge"], hop_latency_us=0.0)

@@ -67,6 +67,10 @@ def test_without_an_instance_the_largest_one_of_the_target_bounds_the_degree(qa_
 
 def test_models_and_inputs_it_cannot_shard_are_refused(tiny_qa: QAWrapper, qa_inputs: Inputs) -> None:
     _refused(lambda: parallel.trace(torch.nn.Linear(4, 2).eval(), qa_inputs, tp_degree=2), "no qa_outputs head")
+    from transformers import DistilBertConfig, DistilBertForQuestionAnswering
+
+    distil = DistilBertForQuestionAnswering(DistilBertConfig(vocab_size=1000, dim=64, n_layers=1, n_heads=4)).eval()
+    _refused(lambda: parallel.trace(distil, qa_inputs, tp_degree=2), "supports BERT, RoBERTa")
     tiny_qa.train()
     try:
         _refused(lambda: parallel.trace(tiny_qa, qa_inputs, tp_degree=2), r"call model\.eval\(\)")

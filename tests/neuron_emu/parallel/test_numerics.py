@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -27,6 +28,32 @@ def test_eager_shards_sum_to_the_cpu_model(tiny_qa: QAWrapper, qa_inputs: Inputs
         got = run_in_process([rank_segments(parts, degree, rank) for rank in range(degree)], qa_inputs)
     for e, g in zip(expected, got, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["roberta", "electra"])
+def test_other_bert_layout_encoders_shard_exactly_too(family: str, qa_inputs: Inputs) -> None:
+    from transformers import (
+        ElectraConfig,
+        ElectraForQuestionAnswering,
+        RobertaConfig,
+        RobertaForQuestionAnswering,
+    )
+
+    sizes: dict[str, Any] = {"vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    sizes.update(intermediate_size=128, max_position_embeddings=40)
+    torch.manual_seed(5)
+    model = (
+        RobertaForQuestionAnswering(RobertaConfig(**sizes))
+        if family == "roberta"
+        else ElectraForQuestionAnswering(ElectraConfig(embedding_size=32, **sizes))  # with embeddings_project
+    ).eval()
+    ids, mask, types = qa_inputs
+    parts = encoder_parts(model)
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        start, end = run_in_process([rank_segments(parts, 4, rank) for rank in range(4)], qa_inputs)
+    torch.testing.assert_close(start, expected.start_logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(end, expected.end_logits, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("degree", [1, 2, 4])
