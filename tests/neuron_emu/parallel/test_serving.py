@@ -102,6 +102,18 @@ def test_dynamic_batch_then_a_dead_worker_fails_the_call_in_one_line(saved_tp2: 
         model.close()
 
 
+def test_broken_artifacts_fail_to_load_in_one_line(saved_tp2: Path, tmp_path: Path) -> None:
+    with pytest.raises(ArtifactError, match=r"no parallel\.json") as failure:
+        parallel.load(tmp_path)
+    assert "\n" not in str(failure.value)
+    directory = tmp_path / "corrupt"
+    shutil.copytree(saved_tp2, directory)
+    (directory / "rank1.pt").write_bytes(b"not a TorchScript archive")
+    with pytest.raises(ArtifactError, match="rank 1 failed while starting") as failure:
+        parallel.load(directory)
+    assert "\n" not in str(failure.value)
+
+
 def test_inputs_are_checked_before_they_reach_the_workers(sharded: Callable[[int], ParallelModel]) -> None:
     model = sharded(1)
     ids, mask, types = make_inputs(2, 20, seed=1)
