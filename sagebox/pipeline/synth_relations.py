@@ -441,7 +441,7 @@ EVENTS = (
     _r(
         "events",
         "org",
-        "org:org money:money child:money",
+        "org:org money:price child:price",
         (
             "Tickets cost {money} for adults and {child} for children.",
             "Adult tickets are {money}; children pay {child}.",
@@ -533,6 +533,7 @@ PLACES = (
             ("How far is {town} from {city}?", "length"),
             ("How long does the train from {city} take?", "duration"),
             ("What is the distance between {town} and {city}?", "length"),
+            ("How many {length.unit} is it from {city} to {town}?", "length.number"),
             ("How long is the journey by rail from {city} to {town}?", "duration"),
         ),
         (("How many kilometres or miles separate {town} and {city}?", "length"),),
@@ -616,7 +617,9 @@ GEOGRAPHY = (
             ("How large is {region}?", "area"),
             ("How much of {region} is farmland?", "inner"),
             ("What is the total area of {region}?", "area"),
+            ("How many {area.unit} does {region} cover in all?", "area.number"),
             ("How much land in {region} is farmed?", "inner"),
+            ("How many {inner.unit} of {region} are farmland?", "inner.number"),
         ),
         (("What area of {region} is used for farming?", "inner"),),
     ),
@@ -679,6 +682,7 @@ GEOGRAPHY = (
         ),
         (
             ("What distance does {river} cover?", "length"),
+            ("How many {length.unit} long is {river}?", "length.number"),
             ("What is the length of {river}?", "length"),
             ("Into which lake does {river} flow?", "lake"),
             ("Where does {river} end?", "lake"),
@@ -696,8 +700,10 @@ GEOGRAPHY = (
         (
             ("How deep is {lake}?", "length"),
             ("What is the maximum depth of {lake}?", "length"),
+            ("How many {length.unit} deep is {lake}?", "length.number"),
             ("How big is {lake}?", "area"),
             ("What area does {lake} cover?", "area"),
+            ("How many {area.unit} does {lake} cover?", "area.number"),
         ),
         (("How far down does {lake} go at its deepest?", "length"),),
     ),
@@ -711,6 +717,7 @@ GEOGRAPHY = (
         ),
         (
             ("How high is the highest point of {island}?", "length"),
+            ("How many {length.unit} high is the summit of {island}?", "length.number"),
             ("Who first climbed to the top of {island}?", "p"),
             ("When was the summit of {island} first reached?", "year"),
         ),
@@ -732,6 +739,7 @@ NATURE = (
             ("How big does the {species} get?", "length"),
             ("How heavy is the {species}?", "weight"),
             ("How much does the {species} weigh?", "weight"),
+            ("How many {weight.unit} can a {species} weigh?", "weight.number"),
         ),
         (("What size does the {species} reach?", "length"),),
     ),
@@ -909,6 +917,7 @@ FOOD = (
         ),
         (
             ("How much {food} does the recipe use?", "weight"),
+            ("How many {weight.unit} of {food} are needed?", "weight.number"),
             ("What can replace the {food}?", "other"),
             ("What can you use instead of {food}?", "other"),
         ),
@@ -946,13 +955,14 @@ PRODUCTS = (
             ("What volume can {product} take?", "volume"),
             ("How much does the tank hold?", "volume"),
             ("What is the power rating of {product}?", "power"),
+            ("How many {power.unit} does {product} draw?", "power.number"),
         ),
         (("How much can {product} hold?", "volume"),),
     ),
     _r(
         "products",
         "product",
-        "product:product duration:period money:money",
+        "product:product duration:period money:price",
         (
             "{product.Cap} costs {money} and comes with a {duration} warranty.",
             "Priced at {money}, {product} is covered by a warranty of {duration}.",
@@ -1064,7 +1074,7 @@ TRANSPORT = (
     _r(
         "transport",
         "route",
-        "route:route money:money child:money",
+        "route:route money:price child:price",
         (
             "A single fare is {money}, and a day ticket costs {child}.",
             "Day tickets are {child}; single journeys cost {money}.",
@@ -1312,7 +1322,7 @@ REVIEWS = (
     _r(
         "reviews",
         "org",
-        "org:org dish:dish money:money count:few",
+        "org:org dish:dish money:price count:few",
         (
             "The {dish} at {org} costs {money} and easily feeds {count}.",
             "At {money}, the {dish} is enough for {count}.",
@@ -1327,7 +1337,7 @@ REVIEWS = (
     _r(
         "reviews",
         "org",
-        "org:org p:person count:few",
+        "org:org p:person count:stars",
         (
             "The reviewer, {p}, gave it {count} stars out of five.",
             "{count} stars out of five, wrote the reviewer {p}.",
@@ -1500,6 +1510,7 @@ TECH = (
         (
             ("How much free space does the app need?", "data"),
             ("How much storage is required?", "data"),
+            ("How many {data.unit} of space does the app need?", "data.number"),
             ("From which version does the new requirement apply?", "version"),
         ),
         (("What amount of disk space is needed?", "data"),),
@@ -1571,6 +1582,139 @@ CULTURE = (
     ),
 )
 
+# Facts of no particular domain, mixed into paragraphs of every domain: people named with their role, rules
+# (if ..., then ...), figures that changed, careers in order, purposes, lists of names, what did not happen.
+COMMON = (
+    _r(
+        "common",
+        "p",
+        "p:person role:role org:org",
+        (
+            "{p}, the {role} of {org}, said the results were encouraging.",
+            '"We are delighted," said {role} {p}.',
+            "The {role}, {p}, described the year as difficult.",
+            "Speaking for {org}, its {role} {p} promised a full review.",
+        ),
+        (
+            ("Who holds the post of {role}?", "p"),
+            ("What is {p}'s role?", "role"),
+            ("What job does {p} do?", "role"),
+            ("Who spoke as {role}?", "p"),
+        ),
+        (("Which post does {p} hold?", "role"),),
+    ),
+    _r(
+        "common",
+        "rule",
+        "rule:rule",
+        (
+            "If {rule.cond}, {rule}.",
+            "Please note: if {rule.cond}, {rule}.",
+        ),
+        (
+            ("What happens if {rule.cond}?", "rule"),
+            ("What should be done if {rule.cond}?", "rule"),
+            ("What is the rule when {rule.cond}?", "rule"),
+        ),
+        (("What follows if {rule.cond}?", "rule"),),
+    ),
+    _r(
+        "common",
+        "thing",
+        "thing:moneything old:money new:money year:year",
+        (
+            "{thing.Cap} rose from {old} to {new} in {year}.",
+            "In {year} {thing} went up to {new}, from {old}.",
+            "{thing.Cap} fell to {new} in {year}, down from {old}.",
+        ),
+        (
+            ("What is {thing} now?", "new"),
+            ("What was {thing} before {year}?", "old"),
+            ("How much was {thing} before the change?", "old"),
+            ("What did {thing} change to in {year}?", "new"),
+        ),
+        (("What was the earlier figure for {thing}?", "old"),),
+    ),
+    _r(
+        "common",
+        "thing",
+        "thing:countthing old:count new:count",
+        (
+            "{thing.Cap} grew from {old} to {new}.",
+            "{thing.Cap} has reached {new}, against {old} a year earlier.",
+            "{thing.Cap} dropped to {new}, from {old}.",
+        ),
+        (
+            ("What is {thing} now?", "new"),
+            ("What was {thing} before?", "old"),
+            ("What figure did {thing} reach?", "new"),
+        ),
+        (("What was the previous figure for {thing}?", "old"),),
+    ),
+    _r(
+        "common",
+        "p",
+        "p:person firm:firm other:firm duration:period",
+        (
+            "Before joining {firm}, {p} spent {duration} at {other}.",
+            "{p} came to {firm} after {duration} with {other}.",
+            "{p.Pron} had worked at {other} for {duration} before moving to {firm}.",
+        ),
+        (
+            ("Where did {p} work before joining {firm}?", "other"),
+            ("How long was {p} at {other}?", "duration"),
+            ("Which employer did {p} leave for {firm}?", "other"),
+        ),
+        (("What was {p}'s previous employer?", "other"),),
+    ),
+    _r(
+        "common",
+        "p",
+        "p:person purpose:purpose material:material",
+        (
+            "{p} lined the walls with {material} {purpose}.",
+            "{purpose.Cap}, {p} lined the walls with {material}.",
+        ),
+        (
+            ("Why did {p} line the walls?", "purpose"),
+            ("What did {p} line the walls with?", "material"),
+            ("For what reason were the walls lined?", "purpose"),
+        ),
+        (("What was the purpose of lining the walls?", "purpose"),),
+    ),
+    _r(
+        "common",
+        "org",
+        "org:org people:people count:few",
+        (
+            "The committee of {org} has {count} members, among them {people}.",
+            "Among the {count} members of the committee of {org} are {people}.",
+        ),
+        (
+            ("Who sits on the committee of {org}?", "people"),
+            ("Name the committee members mentioned.", "people"),
+            ("How many members does the committee have?", "count"),
+        ),
+        (("Which people are on the committee?", "people"),),
+    ),
+    _r(
+        "common",
+        "p",
+        "p:person q:person date:date",
+        (
+            "{p} could not attend on {date}, so {q} went in {p.pos} place.",
+            "In the absence of {p} on {date}, {q} stood in.",
+            "{q}, not {p}, represented the group on {date}.",
+        ),
+        (
+            ("Who went in place of {p}?", "q"),
+            ("Who stood in for {p}?", "q"),
+            ("Who represented the group on {date}?", "q"),
+        ),
+        (("Who replaced {p} on {date}?", "q"),),
+    ),
+)
+
 DOMAINS: dict[str, tuple[Relation, ...]] = {
     "people": PEOPLE,
     "business": BUSINESS,
@@ -1592,7 +1736,7 @@ DOMAINS: dict[str, tuple[Relation, ...]] = {
     "tech": TECH,
     "culture": CULTURE,
 }
-ALL_RELATIONS: tuple[Relation, ...] = tuple(r for relations in DOMAINS.values() for r in relations)
+ALL_RELATIONS: tuple[Relation, ...] = tuple(r for relations in DOMAINS.values() for r in relations) + COMMON
 
 # Sentences with no facts, mixed into paragraphs so that not every sentence answers a question.
 FILLERS: tuple[str, ...] = (

@@ -29,6 +29,7 @@ _FILLERS: tuple[str, ...] = FILLERS
 
 _PRONOUN_FORMS = ("pron", "Pron", "pos", "Pos", "obj")
 _SHORT_FORMS = ("last", "short")
+_ANSWER_FORMS = ("", "Cap", "first", *_SHORT_FORMS)  # forms that are the value itself (an answer can be one)
 
 
 def _fields(template: str) -> list[tuple[str, str | None, str]]:
@@ -48,12 +49,12 @@ def _uses_pronoun(template: str, slot: str) -> bool:
 
 
 def _stands_alone(template: str, relation: Relation) -> bool:
-    """False for a sentence that names its subject by a pronoun or not at all ("It winters in ..."), where other
-    wordings name it: such a sentence may only follow one about the same subject."""
+    """False for a sentence that names its subject only by a pronoun or not at all ("It winters in ..."), where
+    other wordings name it: such a sentence may only follow one about the same subject."""
     subject = relation.subject
     if not any(_mentions(t, subject) for t in relation.sentences):
         return True
-    return _mentions(template, subject) and not _uses_pronoun(template, subject)
+    return any(s == subject and form not in _PRONOUN_FORMS for _, s, form in _fields(template))
 
 
 def _mentions(template: str, slot: str) -> bool:
@@ -79,10 +80,13 @@ def _render(
     rng: random.Random | None = None,
     mentioned: set[str] | None = None,
     shorten_p: float = 0.5,
+    suffixes: bool = False,
 ) -> tuple[str, dict[str, tuple[int, int]]]:
     """The template filled in, and each slot's (start, end) at its first place in the text.
 
-    With `rng` and `mentioned`, an entity already named in the paragraph is often named by its short form."""
+    With `rng` and `mentioned`, an entity already named in the paragraph is often named by its short form. A slot
+    whose value has a "number" form also gets the span `slot.number` (the figure without its unit); `suffixes`
+    writes each value's suffix (a unit conversion) after it, outside its span."""
     out: list[str] = []
     spans: dict[str, tuple[int, int]] = {}
     cursor = 0
@@ -94,8 +98,13 @@ def _render(
         value = values[slot]
         shorten = rng is not None and mentioned is not None and value.text in mentioned and rng.random() < shorten_p
         text = _surface(value, form, shorten)
-        if form not in _PRONOUN_FORMS:
-            spans.setdefault(slot, (cursor, cursor + len(text)))
+        if form in _ANSWER_FORMS and slot not in spans:
+            spans[slot] = (cursor, cursor + len(text))
+            number = value.forms.get("number", "")
+            if not form and number and text.startswith(number):
+                spans[f"{slot}.number"] = (cursor, cursor + len(number))
+        if suffixes and not form and value.suffix:
+            text += value.suffix
         out.append(text)
         cursor += len(text)
     return "".join(out), spans
@@ -116,7 +125,9 @@ def _asks_about_subject(relation: Relation) -> bool:
     return is_entity(relation.slots[relation.subject]) and all(_mentions(t, relation.subject) for t in templates)
 
 
-def _paragraph(rng: random.Random, relations: tuple[Relation, ...], split: str) -> list[_Fact]:
+def _paragraph(
+    rng: random.Random, relations: tuple[Relation, ...], split: str, weights: list[float] | None = None
+) -> list[_Fact]:
     """Three to six facts about a shared cast, so every paragraph has same-kind distractors."""
     cast: dict[str, list[Value]] = {}
     taken: set[str] = set()  # every value text used so far: no two slots share a surface string
@@ -128,7 +139,7 @@ def _paragraph(rng: random.Random, relations: tuple[Relation, ...], split: str) 
     for _ in range(target * 3):
         if len(facts) == target:
             break
-        index = rng.randrange(len(relations))
+        index = rng.choices(range(len(relations)), weights)[0] if weights else rng.randrange(len(relations))
         relation = relations[index]
         values: dict[str, Value] = {}
         for slot, kind in relation.slots.items():
@@ -155,9 +166,7 @@ def _paragraph(rng: random.Random, relations: tuple[Relation, ...], split: str) 
             continue
         subject = values[relation.subject].text
         templates = [
-            t
-            for t in relation.sentences
-            if _stands_alone(t, relation) or (previous_subject == subject and facts)
+            t for t in relation.sentences if _stands_alone(t, relation) or (previous_subject == subject and facts)
         ]
         if not templates:
             continue
@@ -168,7 +177,7 @@ def _paragraph(rng: random.Random, relations: tuple[Relation, ...], split: str) 
             if value not in pool:
                 pool.append(value)
         template = rng.choice(templates)
-        text, spans = _render(template, values, rng, mentioned)
+        text, spans = _render(template, values, rng, mentioned, suffixes=True)
         named = frozenset(slot for _, slot, _ in _fields(template) if slot is not None)
         facts.append(_Fact(text, spans, values, relation, named))
         mentioned |= {v.text for s, v in values.items() if is_entity(relation.slots[s]) and s in spans}
@@ -176,11 +185,21 @@ def _paragraph(rng: random.Random, relations: tuple[Relation, ...], split: str) 
     return facts
 
 
-def _domains(relations: tuple[Relation, ...]) -> list[tuple[Relation, ...]]:
+COMMON_SHARE = 0.25  # of a paragraph's facts, on average, from relations of no particular domain
+
+
+def _domains(relations: tuple[Relation, ...]) -> list[tuple[tuple[Relation, ...], list[float]]]:
+    """Each domain's relations with the common ones mixed in, and the weights to draw them by."""
     grouped: dict[str, list[Relation]] = {}
     for relation in relations:
         grouped.setdefault(relation.domain, []).append(relation)
-    return [tuple(group) for group in grouped.values()]
+    common = grouped.pop("common", []) if len(grouped) > 1 else []
+    out = []
+    for group in grouped.values():
+        share = COMMON_SHARE if common else 0.0
+        weights = [(1 - share) / len(group)] * len(group) + [share / max(1, len(common))] * len(common)
+        out.append((tuple(group + common), weights))
+    return out
 
 
 def _question(rng: random.Random, fact: _Fact, split: str) -> tuple[str, str] | None:
@@ -195,7 +214,7 @@ def _question(rng: random.Random, fact: _Fact, split: str) -> tuple[str, str] | 
     if not usable:
         return None
     template, answer_slot = rng.choice(usable)
-    question, _ = _render(template, fact.values, rng, set(fact.values[s].text for s in fact.spans), 0.25)
+    question, _ = _render(template, fact.values, rng, {v.text for v in fact.values.values()}, 0.25)
     return question, answer_slot
 
 
@@ -205,12 +224,12 @@ def generate(
     """`n_questions` labelled questions; split "dev" also draws the wordings and names reserved for it."""
     rng = random.Random(f"{split}:{seed}")
     domains = _domains(relations)
-    weights = [len(group) ** 0.5 for group in domains]
+    domain_weights = [len(group) ** 0.5 for group, _ in domains]
     examples: list[QAExample] = []
     article = 0
     while len(examples) < n_questions:
-        group = rng.choices(domains, weights)[0]
-        facts = _paragraph(rng, group, split)
+        group, weights = rng.choices(domains, domain_weights)[0]
+        facts = _paragraph(rng, group, split, weights)
         if not facts:
             continue
         pieces: list[tuple[str, _Fact | None]] = [(f.text, f) for f in facts]

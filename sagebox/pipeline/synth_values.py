@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -155,8 +156,58 @@ BUGS = _words(
     "characters in file names"
 )
 
+# (condition, what to do or what follows): a value's text is the second part, its "cond" form the first.
+RULES = (
+    ("the alarm sounds", "leave the building by the nearest exit"),
+    ("you miss the last bus", "call the night taxi service"),
+    ("the light turns red", "switch the machine off at the wall"),
+    ("you lose your card", "report it at the front desk within a day"),
+    ("a parcel arrives damaged", "refuse it and tell the driver"),
+    ("the river rises above the marker", "the footpath is closed"),
+    ("you cancel after the deadline", "the deposit is kept"),
+    ("a player drops the ball", "the other side takes a free throw"),
+    ("the dough is sticky", "add a spoonful of flour"),
+    ("payment is late", "a fee of ten per cent is added"),
+    ("the screen goes blank", "hold the reset button for ten seconds"),
+    ("a tenant leaves early", "the rent for the notice period is still due"),
+    ("you feel dizzy", "sit down and drink some water"),
+    ("the ferry is full", "foot passengers wait for the next sailing"),
+    ("it rains on the day", "the concert moves into the church hall"),
+    ("the meeting is not quorate", "the vote is postponed"),
+    ("a smell of gas is noticed", "open the windows and call the emergency line"),
+    ("the password is entered wrongly three times", "the account is locked for an hour"),
+    ("the ice is thinner than ten centimetres", "skating is not allowed"),
+    ("the kettle boils dry", "it switches itself off"),
+)
+# Things that are measured and change: (noun phrase, value kind).
+MEASURES = (
+    ("the price of a season ticket", "money"),
+    ("membership", "count"),
+    ("the monthly rent", "money"),
+    ("the water level", "size"),
+    ("the number of pupils", "count"),
+    ("the average journey time", "span"),
+    ("the top speed", "speed"),
+    ("annual rainfall", "size"),
+    ("the waiting list", "count"),
+    ("the entry fee", "money"),
+    ("the yearly budget", "money"),
+    ("the average house price", "money"),
+    ("daily visitor numbers", "count"),
+    ("the length of the queue", "span"),
+)
+PURPOSES = _words(
+    "so that the paint would dry evenly|so that children could reach the shelves|to keep the rain out|"
+    "to save money on heating|so that deliveries could arrive at night|to stop the banks from washing away|"
+    "to make room for a second kitchen|so that the choir could rehearse in winter|to protect the eggs from foxes|"
+    "to cut the waiting time in half|so that buses could turn round|to keep the stock cool in summer"
+)
 
-def split_items(items: Sequence[str], split: str) -> Sequence[str]:
+
+T = TypeVar("T")
+
+
+def split_items(items: Sequence[T], split: str) -> Sequence[T]:
     """Every fifth item is reserved for the dev split; the other four fifths are for training."""
     dev = split == "dev"
     chosen = [item for i, item in enumerate(items) if (i % 5 == 4) == dev]
@@ -178,6 +229,8 @@ def coined(rng: random.Random, low: int, high: int) -> str:
 class Value:
     text: str
     forms: dict[str, str] = field(default_factory=dict)
+    # Written right after the value in a sentence but not part of it (an answer): e.g. a unit conversion.
+    suffix: str = ""
 
     def form(self, name: str) -> str:
         if not name:
@@ -244,6 +297,21 @@ def _org(rng: random.Random, split: str) -> Value:
     return Value(full, {"Cap": "T" + full[1:]})
 
 
+def _rule(rng: random.Random, split: str) -> Value:
+    condition, outcome = rng.choice(split_items(RULES, split))
+    return Value(outcome, {"cond": condition})
+
+
+def _people(rng: random.Random, split: str) -> Value:
+    names = [_person(rng, split).text for _ in range(rng.randint(2, 3))]
+    return Value(", ".join(names[:-1]) + " and " + names[-1])
+
+
+def _measure_name(kind: str) -> Callable[[random.Random, str], Value]:
+    names = [name for name, k in MEASURES if k == kind]
+    return lambda rng, split: Value(rng.choice(names))
+
+
 def _thousands(n: int) -> str:
     return f"{n:,}"
 
@@ -308,6 +376,16 @@ def _money(rng: random.Random, split: str) -> Value:
     return Value(f"{symbol}{amount}{word}")
 
 
+def _price(rng: random.Random, split: str) -> Value:
+    symbol, word = rng.choice(_CURRENCIES)
+    amount = str(rng.randint(2, 95)) if rng.random() < 0.6 else f"{rng.randint(1, 40)}.{rng.randint(0, 99):02d}"
+    return Value(f"{symbol}{amount}{word}")
+
+
+def _stars(rng: random.Random, split: str) -> Value:
+    return Value(rng.choice(("one", "two", "three", "four", "five", "2", "3", "4")))
+
+
 _UNITS: dict[str, tuple[tuple[str, int, int], ...]] = {
     "length": (("mm", 2, 90), ("cm", 3, 240), ("metres", 2, 950), ("kilometres", 3, 4200), ("miles", 2, 900)),
     "size": (("mm", 2, 90), ("cm", 3, 240), ("metres", 1, 12), ("inches", 2, 60), ("m", 1, 9)),
@@ -322,12 +400,35 @@ _UNITS: dict[str, tuple[tuple[str, int, int], ...]] = {
 }
 
 
+# Conversions written after some measures, as encyclopaedias do: "412 square kilometres (159 sq mi)".
+_CONVERSIONS: dict[str, tuple[float, str]] = {
+    "square kilometres": (0.386, "sq mi"),
+    "kilometres": (0.621, "mi"),
+    "km": (0.621, "mi"),
+    "miles": (1.609, "km"),
+    "metres": (3.281, "ft"),
+    "feet": (0.305, "m"),
+    "kilograms": (2.205, "lb"),
+    "kg": (2.205, "lb"),
+    "tonnes": (1.102, "short tons"),
+    "hectares": (2.471, "acres"),
+    "litres": (0.264, "US gallons"),
+    "km/h": (0.621, "mph"),
+}
+
+
 def _measure(kind: str) -> Callable[[random.Random, str], Value]:
     def make(rng: random.Random, split: str) -> Value:
         unit, low, high = rng.choice(_UNITS[kind])
         n = rng.randint(low, high)
+        if kind == "area" and unit == "square kilometres" and rng.random() < 0.3:
+            n *= 1000
         number = f"{n}.{rng.randint(1, 9)}" if n < 20 and rng.random() < 0.4 else _thousands(n)
-        return Value(f"{number} {unit}", {"number": number, "unit": unit})
+        suffix = ""
+        if unit in _CONVERSIONS and rng.random() < 0.3:
+            factor, other = _CONVERSIONS[unit]
+            suffix = f" ({_thousands(max(1, round(n * factor)))} {other})"
+        return Value(f"{number} {unit}", {"number": number, "unit": unit}, suffix)
 
     return make
 
@@ -510,6 +611,8 @@ MAKERS: dict[str, Maker] = {
     "monthyear": Maker(_month_year),
     "time": Maker(_time),
     "money": Maker(_money),
+    "price": Maker(_price),
+    "stars": Maker(_stars),
     "length": Maker(_measure("length")),
     "size": Maker(_measure("size")),
     "distance": Maker(_measure("distance")),
@@ -534,6 +637,11 @@ MAKERS: dict[str, Maker] = {
     "route": Maker(_route),
     "address": Maker(_address),
     "surname": Maker(_pick(SURNAMES)),
+    "rule": Maker(_rule),
+    "people": Maker(_people),
+    "purpose": Maker(_pick(PURPOSES)),
+    "moneything": Maker(_measure_name("money")),
+    "countthing": Maker(_measure_name("count")),
 }
 
 

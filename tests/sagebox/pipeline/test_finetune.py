@@ -6,7 +6,7 @@ from tokenizers import Tokenizer
 
 from sagebox.pipeline.finetune import TrainRecipe, answer_tokens, featurize_for_training, train_qa
 from sagebox.pipeline.squad import GoldAnswer, QAExample
-from sagebox.pipeline.synth_squad import generate
+from sagebox.pipeline.synth_squad import BIOGRAPHY, generate
 
 
 def _tokenizer(folder: Path) -> Tokenizer:
@@ -26,14 +26,25 @@ def test_answer_tokens_cover_exactly_the_answer(tiny_hf_folder: Path) -> None:
     assert context[encoding.offsets[i][0] : encoding.offsets[j][1]] == "6,277 metres"
 
 
-def test_answer_outside_the_window_is_skipped(tiny_hf_folder: Path) -> None:
+def test_a_far_answer_is_taken_from_a_later_window(tiny_hf_folder: Path) -> None:
+    tok = _tokenizer(tiny_hf_folder)
     context = "filler " * 200 + "the answer"
     far = QAExample("1", "Where?", context, (GoldAnswer("answer", context.index("answer")),))
     near = QAExample("2", "Where?", "the answer is here", (GoldAnswer("answer", 4),))
-    features, skipped = featurize_for_training(_tokenizer(tiny_hf_folder), [far, near], max_length=64)
-    assert skipped == 1
-    assert len(features) == 1
-    assert len(features[0].input_ids) <= 64
+    features, skipped = featurize_for_training(tok, [far, near], max_length=64, doc_stride=16)
+    assert skipped == 0
+    assert len(features) == 2
+    for feature in features:
+        assert len(feature.input_ids) <= 64
+        assert tok.id_to_token(feature.input_ids[feature.start]) == "answer"
+        assert feature.start == feature.end
+
+
+def test_an_answer_longer_than_the_window_is_skipped(tiny_hf_folder: Path) -> None:
+    context = "start " + "word " * 100 + "end"
+    long = QAExample("1", "What?", context, (GoldAnswer(context, 0),))
+    features, skipped = featurize_for_training(_tokenizer(tiny_hf_folder), [long], max_length=64, doc_stride=16)
+    assert (features, skipped) == ([], 1)
 
 
 def test_training_lowers_the_loss(tiny_hf_folder: Path) -> None:
@@ -41,7 +52,7 @@ def test_training_lowers_the_loss(tiny_hf_folder: Path) -> None:
     from transformers import BertForQuestionAnswering
 
     model = BertForQuestionAnswering.from_pretrained(str(tiny_hf_folder))
-    examples = generate(16, 0)  # small enough to memorise
+    examples = generate(16, 0, "train", BIOGRAPHY)  # short facts, few enough to memorise
     tok = _tokenizer(tiny_hf_folder)
     losses: list[float] = []
     recipe = TrainRecipe(epochs=15, batch_size=8, learning_rate=3e-3, head_learning_rate=1e-2, frozen_layers=0)
