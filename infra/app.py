@@ -35,7 +35,6 @@ FEATURE_FLAGS: dict[str, object] = {
 }
 
 
-
 def apply_feature_flags(app: cdk.App) -> None:
     for key, value in FEATURE_FLAGS.items():
         if app.node.try_get_context(key) is None:

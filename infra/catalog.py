@@ -1,4 +1,5 @@
-"""Instance specs and on-demand prices, loaded from the one data folder (`infra/data`)."""
+"""Instance specs and on-demand prices: `infra/data` for prices and CPU instances, neuron_emu's hardware data for
+Inferentia2/Trainium (chips, vCPUs, host memory), so each fact lives in one place."""
 
 from __future__ import annotations
 
@@ -63,24 +64,45 @@ class PriceTable:
             raise CatalogError(f"no price for {instance_type!r} (price table has: {known})") from None
 
 
+ACCELERATORS: dict[str, Accelerator] = {"inferentia2": "inferentia2", "trainium": "trainium"}
+
+
 @cache
 def instances() -> dict[str, InstanceSpec]:
+    from neuron_emu.hardware import neuron_instances
+
     raw = json.loads((DATA_DIR / "instances.json").read_text())
-    chip = raw["neuron_chip"]
-    return {
-        name: InstanceSpec(
-            name=name,
-            family=spec["family"],
-            vcpus=spec["vcpus"],
-            memory_gib=spec["memory_gib"],
-            accelerator=spec["accelerator"],
-            chips=spec["chips"],
-            instance_storage=spec["instance_storage"],
-            neuron_cores_per_chip=chip["cores_per_chip"],
-            hbm_gib_per_chip=chip["hbm_gib"],
-        )
-        for name, spec in raw["instances"].items()
-    }
+    neuron = neuron_instances()
+    specs: dict[str, InstanceSpec] = {}
+    for name, spec in raw["instances"].items():
+        if spec.get("neuron"):
+            if name not in neuron:
+                raise CatalogError(f"{name} is a Neuron instance type that neuron_emu's hardware data does not list")
+            hw = neuron[name]
+            specs[name] = InstanceSpec(
+                name=name,
+                family=hw.family,
+                vcpus=hw.vcpus,
+                memory_gib=hw.host_memory_gib,
+                accelerator=ACCELERATORS[hw.chip.name],
+                chips=hw.chips,
+                instance_storage=spec["instance_storage"],
+                neuron_cores_per_chip=hw.chip.cores_per_chip,
+                hbm_gib_per_chip=hw.chip.hbm_gib,
+            )
+        else:
+            specs[name] = InstanceSpec(
+                name=name,
+                family=spec["family"],
+                vcpus=spec["vcpus"],
+                memory_gib=spec["memory_gib"],
+                accelerator="cpu",
+                chips=0,
+                instance_storage=spec["instance_storage"],
+                neuron_cores_per_chip=0,
+                hbm_gib_per_chip=0,
+            )
+    return specs
 
 
 def instance(instance_type: str) -> InstanceSpec:

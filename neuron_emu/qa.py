@@ -19,6 +19,7 @@ import torch
 from neuron_emu import __version__
 from neuron_emu.compiler_args import parse_compiler_args
 from neuron_emu.cost.plan import CostPlan
+from neuron_emu.cost.records import InstanceCost
 from neuron_emu.custom_op.library import loaded_libraries
 from neuron_emu.errors import ArtifactError
 from neuron_emu.hardware import target_instances
@@ -95,6 +96,23 @@ def _replace_atomically(target: Path, write: Any) -> None:
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def read_plans(model_dir: Path) -> dict[int, CostPlan]:
+    """The per-bucket cost plans `compile_qa` wrote into a model directory (`neuron_cost_plan.json`)."""
+    path = Path(model_dir) / PLAN_FILE
+    try:
+        document = json.loads(path.read_text())
+        return {int(bucket): CostPlan.from_dict(plan) for bucket, plan in document["buckets"].items()}
+    except FileNotFoundError:
+        raise ArtifactError(f"{path} does not exist: not a model directory compiled by neuron_emu") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"{path} is not a cost plan document: {exc}") from None
+
+
+def instance_estimate(plan: CostPlan, instance_type: str) -> InstanceCost | None:
+    """The plan's row for one instance type (ml.<type>), or None when the plan has none."""
+    return next((row for row in plan.instances if row.instance_type == instance_type), None)
 
 
 def compile_qa(

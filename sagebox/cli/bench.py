@@ -190,8 +190,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _neuron_estimates(specs: list[Any], local: bool) -> list[str]:
     """The cost model's per-bucket estimate for each local neuron endpoint (read from its model directory)."""
-    import json
-
+    from neuron_emu.errors import NeuronEmuError
+    from neuron_emu.qa import instance_estimate, read_plans
     from sagebox.box.state import load_state
     from sagebox.paths import state_dir
 
@@ -199,16 +199,18 @@ def _neuron_estimates(specs: list[Any], local: bool) -> list[str]:
     notes = []
     for spec in specs:
         endpoint = endpoints.get(spec.label)
-        plan_path = Path(endpoint.model_dir) / "neuron_cost_plan.json" if endpoint and endpoint.model_dir else None
-        if spec.variant != "neuron" or plan_path is None or not plan_path.is_file():
+        if spec.variant != "neuron" or endpoint is None or not endpoint.model_dir:
             continue
-        plan = json.loads(plan_path.read_text())
+        try:
+            plans = read_plans(Path(endpoint.model_dir))
+        except NeuronEmuError:
+            continue
         parts = []
-        for bucket, bucket_plan in sorted(plan["buckets"].items(), key=lambda kv: int(kv[0])):
-            row = next((i for i in bucket_plan["instances"] if i["instance_type"] == spec.instance_type), None)
+        for bucket, plan in sorted(plans.items()):
+            row = instance_estimate(plan, spec.instance_type)
             if row:
-                cost = f", ${row['usd_per_million']:.4f}/1M" if row.get("usd_per_million") is not None else ""
-                parts.append(f"seq {bucket}: {row['latency_ms']:.3f} ms{cost}")
+                cost = f", ${row.usd_per_million:.4f}/1M" if row.usd_per_million is not None else ""
+                parts.append(f"seq {bucket}: {row.latency_ms:.3f} ms{cost}")
         if parts:
             notes.append(
                 f"{spec.label} on a real {spec.instance_type}, roofline estimate per inference (a lower bound: no "

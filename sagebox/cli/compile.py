@@ -21,25 +21,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
+    from neuron_emu.qa import instance_estimate, read_plans
     from sagebox.errors import SageboxError
     from sagebox.pipeline.compile import build_neuron
 
     if args.batch_size < 1:
         raise SageboxError("--batch-size must be at least 1")
     manifest = build_neuron(args.model, args.out, batch_size=args.batch_size, compiler_args=args.compiler_args)
-    plan = json.loads((args.out / "neuron_cost_plan.json").read_text())
     out = console()
     out.print(
         f"wrote {args.out}: {manifest.runtime} model, buckets {manifest.sequence_buckets}, "
         f"{manifest.compile.auto_cast if manifest.compile else '?'} auto-cast"
     )
-    for bucket, bucket_plan in sorted(plan["buckets"].items(), key=lambda kv: int(kv[0])):
-        inf2 = next((i for i in bucket_plan["instances"] if i["instance_type"] == "ml.inf2.xlarge"), None)
+    for bucket, plan in sorted(read_plans(args.out).items()):
+        inf2 = instance_estimate(plan, "ml.inf2.xlarge")
         if inf2:
             out.print(
-                f"  seq {bucket:>4}: estimated {inf2['latency_ms']:.3f} ms per inference on one NeuronCore-v2 "
+                f"  seq {bucket:>4}: estimated {inf2.latency_ms:.3f} ms per inference on one NeuronCore-v2 "
                 "(roofline estimate, see neuron_cost_plan.json)"
             )
     return 0

@@ -1,4 +1,8 @@
-"""Where the container tooling keeps its state: project-local under `.sagebox/`, plus a per-user cache."""
+"""Where the container tooling keeps its state: project-local under `<repo>/.sagebox/`, plus a per-user cache.
+
+The engine (podman's storage, socket and service) belongs to the checkout, not to one box: a box started with
+another SAGEBOX_STATE_DIR (tests do) uses the same engine, its images and build cache.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +24,9 @@ class Paths:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, repo: Path = REPO) -> Paths:
-        from sagebox.paths import cache_dir, state_dir
+        from sagebox.paths import cache_dir
 
-        return cls(repo=repo, state=state_dir(env, repo), cache=cache_dir(env))
+        return cls(repo=repo, state=repo / ".sagebox", cache=cache_dir(env))
 
     @property
     def podman(self) -> Path:

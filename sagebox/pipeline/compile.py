@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from container.manifest import CompileSpec, Manifest
+from infra.catalog import load_prices
 from sagebox.errors import SageboxError
 from sagebox.pipeline.artifact import staged_dir, write_manifest
 from sagebox.pipeline.hf_model import QAModule, check_model_folder, load_qa_module
@@ -32,7 +33,8 @@ def build_neuron(
     buckets, max_length = buckets_for(config, NEURON_BUCKETS)
     with staged_dir(out_dir) as staging:
         try:
-            artifact = compile_qa(module, buckets, batch_size, compiler_args, staging)
+            # The plans price each instance type with the catalog's on-demand prices (neuron_emu holds none).
+            artifact = compile_qa(module, buckets, batch_size, compiler_args, staging, prices=load_prices().per_hour)
         except NeuronEmuError as exc:
             raise SageboxError(f"Neuron compilation failed: {exc}") from None
         shutil.copyfile(model_dir / "tokenizer.json", staging / "tokenizer.json")

@@ -397,6 +397,7 @@ SPORT = (
         ),
         (
             ("How long will {p} be out?", "duration"),
+            ("How many {duration.unit} will {p} miss?", "duration.number"),
             ("For how long is {p} injured?", "duration"),
             ("Which team does {p} play for?", "team"),
             ("Who is injured?", "p"),
@@ -901,6 +902,7 @@ FOOD = (
         ),
         (
             ("How long should the {dish} bake?", "duration"),
+            ("How many {duration.unit} should the {dish} bake for?", "duration.number"),
             ("How long does it cook?", "duration"),
             ("At what temperature should the oven be?", "temperature"),
             ("How hot should the oven be for the {dish}?", "temperature"),
@@ -971,6 +973,7 @@ PRODUCTS = (
             ("How much does {product} cost?", "money"),
             ("What is the price of {product}?", "money"),
             ("How long is the warranty?", "duration"),
+            ("How many {duration.unit} of warranty come with {product}?", "duration.number"),
             ("For how long is {product} under guarantee?", "duration"),
         ),
         (("What does {product} sell for?", "money"),),
@@ -1100,6 +1103,7 @@ HISTORY = (
         ),
         (
             ("How long did the siege of {town} last?", "duration"),
+            ("How many {duration.unit} did the siege of {town} last?", "duration.number"),
             ("When was {town} besieged?", "year"),
             ("Who led the siege of {town}?", "p"),
             ("Who commanded the attackers?", "p"),
@@ -1663,6 +1667,7 @@ COMMON = (
         (
             ("Where did {p} work before joining {firm}?", "other"),
             ("How long was {p} at {other}?", "duration"),
+            ("For how many {duration.unit} was {p} with {other}?", "duration.number"),
             ("Which employer did {p} leave for {firm}?", "other"),
         ),
         (("What was {p}'s previous employer?", "other"),),
@@ -1713,9 +1718,188 @@ COMMON = (
         ),
         (("Who replaced {p} on {date}?", "q"),),
     ),
+    _r(
+        "common",
+        "p",
+        "p:person q:person month:month org:org years:few",
+        (
+            "{p} retires in {month} after {years} years; {p.pos} successor, {q}, joins from {org}.",
+            "After {years} years in the job, {p} will retire in {month} and be replaced by {q} of {org}.",
+            "{q} arrives from {org} to take over from {p}, who retires in {month}.",
+        ),
+        (
+            ("Who is retiring?", "p"),
+            ("Who will take over from {p}?", "q"),
+            ("When does {p} retire?", "month"),
+            ("Where is {q} coming from?", "org"),
+            ("Who is the new person replacing {p}?", "q"),
+        ),
+        (("Who succeeds {p}?", "q"),),
+    ),
+    _r(
+        "common",
+        "p",
+        "p:person compound:compound thing:booktype",
+        (
+            "{p} has just finished a {compound} project.",
+            "The {compound} project was led by {p}.",
+        ),
+        (
+            ("How long was the project that {p} finished?", "compound"),
+            ("Who led the {compound} project?", "p"),
+            ("How many {compound.unit} did the project run to?", "compound.number"),
+        ),
+        (("What size was {p}'s project?", "compound"),),
+    ),
+    _r(
+        "common",
+        "reference",
+        "reference:reference p:person date:date",
+        (
+            "Please quote reference {reference} in any reply to {p} before {date}.",
+            "{p} asks that replies, by {date}, give the reference {reference}.",
+        ),
+        (
+            ("What reference should replies quote?", "reference"),
+            ("What is the reference number?", "reference"),
+            ("Who should replies go to?", "p"),
+            ("By when must replies be sent?", "date"),
+        ),
+        (("Which reference code must be given?", "reference"),),
+    ),
+)
+
+POLITICS = (
+    _r(
+        "politics",
+        "p",
+        "p:person town:town count:count margin:count q:person",
+        (
+            "{p} won the {town} seat with {count} votes, a majority of {margin} over {q}.",
+            "With {count} votes, {p} took {town}, beating {q} by {margin}.",
+            "{q} lost {town} to {p} by {margin} votes; the winner polled {count}.",
+        ),
+        (
+            ("Who won the {town} seat?", "p"),
+            ("Who was elected in {town}?", "p"),
+            ("How many votes did {p} get?", "count"),
+            ("What was the winning margin?", "margin"),
+            ("Who was the runner-up in {town}?", "q"),
+            ("Who came second?", "q"),
+        ),
+        (("By how many votes did {p} win?", "margin"),),
+    ),
+    _r(
+        "politics",
+        "town",
+        "town:town percent:percent year:year",
+        (
+            "Turnout in {town} was {percent}, the lowest since {year}.",
+            "Only {percent} of voters in {town} took part, fewer than at any time since {year}.",
+        ),
+        (
+            ("What was the turnout in {town}?", "percent"),
+            ("How many voters took part, as a share?", "percent"),
+            ("Since when had turnout not been so low?", "year"),
+        ),
+        (("What proportion of the electorate voted in {town}?", "percent"),),
+    ),
+    _r(
+        "politics",
+        "p",
+        "p:person reason:reason town:town",
+        (
+            "The vote in {town} was called after {p} stood down because {reason}.",
+            "{p} resigned the {town} seat because {reason}, which forced the vote.",
+        ),
+        (
+            ("Why did {p} stand down?", "reason"),
+            ("Who resigned the {town} seat?", "p"),
+        ),
+        (("What led {p} to resign?", "reason"),),
+    ),
+    _r(
+        "politics",
+        "p",
+        "p:person profession:profession issue:purpose",
+        (
+            "{p}, a former {profession}, has promised to act {issue}.",
+            "Before politics {p} worked as a {profession}.",
+        ),
+        (
+            ("What did {p} do before entering politics?", "profession"),
+            ("What was {p}'s job before politics?", "profession"),
+        ),
+        (("Which profession did {p} leave for politics?", "profession"),),
+    ),
+    _r(
+        "politics",
+        "team",
+        "team:team ordinal:ordinal other:team event:award",
+        (
+            "{team} finished {ordinal} in the {event}, just behind {other}.",
+            "{other} pipped {team} to {ordinal} place in the {event}.",
+        ),
+        (
+            ("Where did {team} finish in the {event}?", "ordinal"),
+            ("In what place did {team} come?", "ordinal"),
+            ("Who finished just ahead of {team}?", "other"),
+        ),
+        (("What position did {team} reach in the {event}?", "ordinal"),),
+    ),
+)
+
+HOME = (
+    _r(
+        "home",
+        "plant",
+        "plant:plant month:month size:size",
+        (
+            "Plant {plant} in {month}, {size} apart.",
+            "{plant.Cap} goes in during {month}; leave {size} between plants.",
+        ),
+        (
+            ("When should {plant} be planted?", "month"),
+            ("How far apart should {plant} be planted?", "size"),
+            ("In which month does {plant} go in?", "month"),
+        ),
+        (("What spacing does {plant} need?", "size"),),
+    ),
+    _r(
+        "home",
+        "plant",
+        "plant:plant material:material place:plant",
+        (
+            "Store the cuttings in dry {material} somewhere cool, away from the {place}.",
+            "Keep cuttings in {material}, out of reach of the {place}.",
+        ),
+        (
+            ("What should the cuttings be stored in?", "material"),
+            ("Where should cuttings be kept?", "material"),
+        ),
+        (("In what should the cuttings be kept?", "material"),),
+    ),
+    _r(
+        "home",
+        "compound",
+        "compound:compound money:money town:town",
+        (
+            "A {compound} house in {town} is for sale at {money}.",
+            "On the market for {money}: a {compound} home on the edge of {town}.",
+        ),
+        (
+            ("How much is the house in {town}?", "money"),
+            ("What is the asking price?", "money"),
+            ("Where is the house?", "town"),
+            ("How many {compound.unit} does the house have?", "compound.number"),
+        ),
+        (("What does the {compound} house cost?", "money"),),
+    ),
 )
 
 DOMAINS: dict[str, tuple[Relation, ...]] = {
+    "politics": POLITICS,
+    "home": HOME,
     "people": PEOPLE,
     "business": BUSINESS,
     "sport": SPORT,

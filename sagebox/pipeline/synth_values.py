@@ -312,6 +312,21 @@ def _measure_name(kind: str) -> Callable[[random.Random, str], Value]:
     return lambda rng, split: Value(rng.choice(names))
 
 
+def _reference(rng: random.Random, split: str) -> Value:
+    letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTWXZ") for _ in range(2))
+    return Value(
+        f"{letters}-{rng.randint(100, 9999)}" if rng.random() < 0.7 else f"{letters}{rng.randint(10000, 99999)}"
+    )
+
+
+def _compound(rng: random.Random, split: str) -> Value:
+    """A figure and unit used as an adjective: "three-bedroom", "40-minute", "1,900-kilometre"."""
+    noun = rng.choice(("bedroom", "year", "minute", "kilometre", "page", "day", "week", "metre", "storey", "mile"))
+    n = rng.choice(COUNT_WORDS[:8]) if noun in ("bedroom", "storey", "year") and rng.random() < 0.7 else None
+    number = n or _thousands(rng.randint(2, 2400 if noun in ("kilometre", "metre", "page", "mile") else 60))
+    return Value(f"{number}-{noun}", {"number": number, "unit": noun + "s"})
+
+
 def _thousands(n: int) -> str:
     return f"{n:,}"
 
@@ -455,7 +470,7 @@ def _duration_in(units: tuple[str, ...]) -> Callable[[random.Random, str], Value
             return Value("an hour" if unit == "hours" else f"{rng.choice(('a', 'one'))} {unit[:-1]}")
         if rng.random() < 0.08:
             return Value(f"{n} and a half {unit}")
-        return Value(f"{n} {unit}")
+        return Value(f"{n} {unit}", {"number": n, "unit": unit})
 
     return make
 
@@ -638,6 +653,8 @@ MAKERS: dict[str, Maker] = {
     "address": Maker(_address),
     "surname": Maker(_pick(SURNAMES)),
     "rule": Maker(_rule),
+    "reference": Maker(_reference),
+    "compound": Maker(_compound),
     "people": Maker(_people),
     "purpose": Maker(_pick(PURPOSES)),
     "moneything": Maker(_measure_name("money")),

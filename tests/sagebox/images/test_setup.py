@@ -48,8 +48,10 @@ def test_state_is_project_local_and_the_cache_per_user(tmp_path: Path) -> None:
     paths = Paths.from_env({"HOME": str(tmp_path / "home")}, repo=tmp_path / "repo")
     assert paths.containers_conf == tmp_path / "repo" / ".sagebox" / "podman" / "containers.conf"
     assert paths.base_images == tmp_path / "home" / ".cache" / "sagebox" / "base-images"
-    moved = Paths.from_env({"SAGEBOX_STATE_DIR": str(tmp_path / "s"), "SAGEBOX_CACHE_DIR": str(tmp_path / "c")})
-    assert (moved.state, moved.cache) == (tmp_path / "s", tmp_path / "c")
+    env = {"SAGEBOX_STATE_DIR": str(tmp_path / "s"), "SAGEBOX_CACHE_DIR": str(tmp_path / "c")}
+    moved = Paths.from_env(env, repo=tmp_path / "repo")
+    # A box's state dir does not move the engine: one podman (storage, build cache) per checkout.
+    assert (moved.state, moved.cache) == (tmp_path / "repo" / ".sagebox", tmp_path / "c")
 
 
 def test_repo_ignores_the_state_dir() -> None:

@@ -1,0 +1,133 @@
+"""The project's dependency rules, read from the code's own imports (ast): which package may import which.
+
+    neuron_emu  -> nothing of the project (a product of its own)
+    container   -> neuron_emu only (the serving image ships container/ and neuron_emu/ alone)
+    infra       -> container, neuron_emu (never the CLI's package)
+    sagebox     -> infra, container, neuron_emu
+    scripts     -> sagebox, infra, container, neuron_emu (runnable wrappers; nothing imports them)
+    tests       -> anything; nothing outside tests imports tests
+
+Imports inside functions count too (a deferred import is still a dependency). Module-level imports between the
+project's modules must not form a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGES = ("neuron_emu", "container", "infra", "sagebox", "scripts", "tests")
+ALLOWED: Mapping[str, frozenset[str]] = {
+    "neuron_emu": frozenset(),
+    "container": frozenset({"neuron_emu"}),
+    "infra": frozenset({"container", "neuron_emu"}),
+    "sagebox": frozenset({"infra", "container", "neuron_emu"}),
+    "scripts": frozenset({"sagebox", "infra", "container", "neuron_emu"}),
+    "tests": frozenset(PACKAGES) - {"scripts"},
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module (dotted)
+    target: str  # the imported module (dotted, absolute)
+    line: int
+    top_level: bool  # executed at import time (not inside a function or `if TYPE_CHECKING`)
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(source: str, module: str, is_package: bool = False) -> Iterator[Import]:
+    tree = ast.parse(source)
+
+    def visit(node: ast.AST, top: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield Import(module, alias.name, child.lineno, top)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = module.split(".") if is_package else module.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - (child.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in child.names:
+                    # `from pkg import sub` may name a submodule: record both; the checker keeps project modules.
+                    yield Import(module, f"{base}.{alias.name}" if alias.name != "*" else base, child.lineno, top)
+                    yield Import(module, base, child.lineno, top)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or (
+                isinstance(child, ast.If) and _type_checking(child)
+            ):
+                yield from visit(child, False)
+            else:
+                yield from visit(child, top)
+
+    yield from visit(tree, True)
+
+
+def project_files(root: Path) -> Iterator[Path]:
+    for package in PACKAGES:
+        base = root / package
+        if base.is_dir():
+            yield from (p for p in sorted(base.rglob("*.py")) if "__pycache__" not in p.parts)
+
+
+def all_imports(root: Path, files: Iterable[Path]) -> list[Import]:
+    found = []
+    for path in files:
+        module = module_name(root, path)
+        found += imports_of(path.read_text(), module, path.name == "__init__.py")
+    return found
+
+
+def forbidden(imports: Iterable[Import]) -> list[str]:
+    """Every import that breaks ALLOWED, as `module:line imports target`."""
+    broken = []
+    for item in imports:
+        source, target = item.module.split(".")[0], item.target.split(".")[0]
+        if target not in PACKAGES or source == target:
+            continue
+        if target not in ALLOWED[source]:
+            broken.append(f"{item.module}:{item.line} imports {item.target}")
+    return sorted(set(broken))
+
+
+def cycles(imports: Iterable[Import], modules: set[str]) -> list[list[str]]:
+    """Cycles among the project's modules through top-level imports (each cycle once)."""
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for item in imports:
+        if item.top_level and item.target in modules and item.target != item.module:
+            graph[item.module].add(item.target)
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                found.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    return found

@@ -1,0 +1,52 @@
+"""Dependencies point one way (tests/layering.py): checked on the code as it is, and shown to catch a breach."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.layering import ALLOWED, all_imports, cycles, forbidden, imports_of, module_name, project_files
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_no_package_imports_what_it_must_not() -> None:
+    assert forbidden(all_imports(REPO, project_files(REPO))) == []
+
+
+def test_no_cycles_among_module_level_imports() -> None:
+    files = list(project_files(REPO))
+    modules = {module_name(REPO, path) for path in files}
+    assert cycles(all_imports(REPO, files), modules) == []
+
+
+def test_a_forbidden_import_is_caught_even_deferred_inside_a_function() -> None:
+    source = "import json\n\ndef f():\n    from sagebox.errors import SageboxError\n    return SageboxError\n"
+    found = forbidden(imports_of(source, "neuron_emu.qa"))
+    assert found == ["neuron_emu.qa:4 imports sagebox.errors", "neuron_emu.qa:4 imports sagebox.errors.SageboxError"]
+    assert forbidden(imports_of("from infra.catalog import instances\n", "container.app")) == [
+        "container.app:1 imports infra.catalog",
+        "container.app:1 imports infra.catalog.instances",
+    ]
+    assert forbidden(imports_of("import scripts.bench_models\n", "tests.sagebox.x")) == [
+        "tests.sagebox.x:1 imports scripts.bench_models"
+    ]
+    assert forbidden(imports_of("from tests.conftest import REPO\n", "sagebox.box.up")) != []
+    # Relative imports resolve against the importing module.
+    assert forbidden(imports_of("from ..sagebox import errors\n", "neuron_emu.cost.plan")) == []  # neuron_emu.sagebox
+    assert forbidden(imports_of("from . import env\n", "container.app")) == []
+
+
+def test_a_cycle_is_caught_and_type_checking_imports_are_not_edges() -> None:
+    a = imports_of("from pkg import b\n", "pkg.a")
+    b = imports_of("import pkg.a\n", "pkg.b")
+    assert cycles([*a, *b], {"pkg.a", "pkg.b"}) == [["pkg.a", "pkg.b", "pkg.a"]]
+    guarded = imports_of("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n", "pkg.b")
+    assert cycles([*a, *guarded], {"pkg.a", "pkg.b"}) == []
+
+
+def test_the_rules_say_what_the_guide_says() -> None:
+    assert ALLOWED["neuron_emu"] == frozenset()
+    assert ALLOWED["container"] == {"neuron_emu"}
+    assert "sagebox" not in ALLOWED["infra"]
+    assert all("scripts" not in allowed for allowed in ALLOWED.values())
+    assert all("tests" not in allowed for package, allowed in ALLOWED.items() if package != "tests")
