@@ -23,7 +23,15 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("relative_cost", "relative $/perf", "{:.2f}"),
     ("em", "EM", "{:.1f}"),
     ("f1", "F1", "{:.1f}"),
+    # Shown only when a row has them: scores on a second, accuracy-only question set (the hand-written held-out set).
+    ("heldout_em", "held-out EM", "{:.1f}"),
+    ("heldout_f1", "held-out F1", "{:.1f}"),
 )
+OPTIONAL = frozenset({"heldout_em", "heldout_f1"})
+
+
+def columns(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    return tuple(c for c in COLUMNS if c[0] not in OPTIONAL or any(row.get(c[0]) is not None for row in rows))
 
 
 def cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
@@ -35,10 +43,11 @@ def rich_table(rows: Sequence[Mapping[str, Any]], title: str) -> Any:
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for key, header, _ in COLUMNS:
+    shown = columns(rows)
+    for key, header, _ in shown:
         table.add_column(header, justify="left" if key in ("endpoint", "instance_type", "variant") else "right")
     for row in rows:
-        table.add_row(*(cell(row, key, fmt) for key, _, fmt in COLUMNS))
+        table.add_row(*(cell(row, key, fmt) for key, _, fmt in shown))
     return table
 
 
@@ -49,9 +58,10 @@ def markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], notes: 
         + (f", fixed arrival rate {meta['rate_qps']} QPS" if meta.get("rate_qps") else ", closed loop")
         + f"; prices: {meta.get('prices_source')} ({meta.get('prices_region')}, as of {meta.get('prices_as_of')})."
     )
-    lines += ["", "| " + " | ".join(h for _, h, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    shown = columns(rows)
+    lines += ["", "| " + " | ".join(h for _, h, _ in shown) + " |", "|" + "---|" * len(shown)]
     for row in rows:
-        lines.append("| " + " | ".join(cell(row, key, fmt) for key, _, fmt in COLUMNS) + " |")
+        lines.append("| " + " | ".join(cell(row, key, fmt) for key, _, fmt in shown) + " |")
     if notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]
     lines += ["", "![latency CDF](latency_cdf.png)", ""]

@@ -27,36 +27,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def resolve_endpoint(args: argparse.Namespace, variant: str | None) -> tuple[str, object]:
-    """The endpoint name and a sagemaker-runtime client: a real account's, or the local box's."""
-    from sagebox import aws
-    from sagebox.box.state import load_state
-    from sagebox.cli.bench import _box_endpoints
-    from sagebox.paths import state_dir
+    """The endpoint name and a sagemaker-runtime client: the local box's when it has that endpoint (or, without
+    --endpoint, one of that variant), else a real account's."""
+    from sagebox.runtime import connect
 
-    box = load_state(state_dir())
+    runtime = connect(args.region, args.profile, args.runtime_url)
     endpoint = args.endpoint
-    runtime_url = args.runtime_url
-    region = args.region
-    if box is not None and not args.profile:
-        endpoints = _box_endpoints(box)
-        by_name = {e.endpoint_name: e for e in endpoints.values()}
-        if endpoint:
-            local = endpoints.get(endpoint) or by_name.get(endpoint)
-        else:
-            local = next((endpoints[t] for t in sorted(endpoints) if endpoints[t].variant == variant), None)
+    if runtime.local:
+        local = runtime.find(endpoint) if endpoint else (runtime.by_variant(variant) if variant else None)
         if local is not None:
-            endpoint = local.endpoint_name
-            runtime_url = runtime_url or box.gateway_url
-            region = region or box.region
+            return local.endpoint_name, runtime.client
+        if endpoint:  # not one of the box's: a real account's endpoint
+            runtime = connect(args.region, args.profile, args.runtime_url, use_box=False)
     if not endpoint:
-        where = "no local box is running (start one with `sagebox up`)" if box is None else "the local box has none"
+        where = "the local box has none" if runtime.local else "no local box is running (start one with `sagebox up`)"
         raise SageboxError(f"which endpoint? pass --endpoint NAME ({where} for variant {variant})")
-    if box is not None and runtime_url == box.gateway_url:
-        options = aws.AwsOptions.for_box(region or box.region, box.aws_url, box.gateway_url)
-    else:
-        options = aws.AwsOptions.from_env(region=region, profile=args.profile, runtime_endpoint_url=runtime_url)
-    session = aws.session(options)
-    return endpoint, aws.client(session, "sagemaker-runtime", options)
+    return endpoint, runtime.client
 
 
 def run(args: argparse.Namespace, variant: str | None = None) -> int:

@@ -104,6 +104,9 @@ def test_your_own_build_up_invoke_bench_down(built: Built, tmp_path: Path, monke
         for row in results["rows"]:
             assert row["requests"] == 8 and row["errors"] == 0
             assert row["p50_ms"] <= row["p90_ms"] <= row["p99_ms"]
+            # The hand-written held-out set is scored beside the timed questions, never timed itself.
+            assert 0 <= row["heldout_f1"] <= 100 and 0 <= row["heldout_em"] <= row["heldout_f1"]
+        assert results["meta"]["heldout"].startswith("the hand-written held-out set (194 questions")
 
         with pytest.raises(SageboxError, match="already running"):
             bring_up(UpOptions(TARGETS, state_dir=state_dir, models=built.out), quiet_step)

@@ -1,0 +1,214 @@
+"""One `sagebox bench` run: which endpoints and questions, the measured rounds, accuracy, notes and reports.
+
+The CLI parses and prints; this module decides and writes. Latency, throughput and cost come from one question
+set (the demo's generated dev split on the local box, `--eval` otherwise); a second, accuracy-only set (the
+hand-written held-out set on the local box, `--also-eval` otherwise) adds EM/F1 columns without touching latency.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sagebox.bench.endpoints import BenchPlan, EndpointResult, EndpointSpec, run_benchmark, table_rows
+from sagebox.errors import SageboxError
+from sagebox.paths import REPO
+from sagebox.pipeline.squad import QAExample
+from sagebox.runtime import Runtime
+
+# The hand-written held-out set (tests/data/heldout): never used to train, calibrate or tune, only to report.
+HELDOUT = REPO / "tests" / "data" / "heldout" / "heldout_qa.json"
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    source: str  # what the notes say it is
+    examples: list[QAExample]
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    runtime: Runtime
+    endpoints: list[EndpointSpec]
+    questions: QuestionSet  # timed, and scored (EM/F1)
+    plan: BenchPlan
+    prices: Any  # infra.catalog.PriceTable
+    out: Path
+    baseline: str | None = None
+    heldout: QuestionSet | None = None  # scored only (held-out EM/F1)
+
+
+@dataclass
+class BenchOutcome:
+    title: str
+    rows: list[dict[str, Any]]
+    notes: list[str]
+    results: list[EndpointResult]
+    out: Path
+    errors: list[str] = field(default_factory=list)
+
+
+def parse_endpoints(raw: Sequence[str]) -> list[EndpointSpec]:
+    """`NAME=INSTANCE_TYPE[:VARIANT]` options (real endpoints)."""
+    specs = []
+    for item in raw:
+        name, sep, rest = item.partition("=")
+        instance_type, _, variant = rest.partition(":")
+        if not sep or not name or not instance_type:
+            raise SageboxError(f"--endpoint {item!r}: expected NAME=INSTANCE_TYPE[:VARIANT]")
+        specs.append(EndpointSpec(name, name, instance_type, variant or "?"))
+    return specs
+
+
+def box_endpoints(runtime: Runtime, targets: Sequence[str] | None) -> list[EndpointSpec]:
+    endpoints = runtime.endpoints
+    if not endpoints:
+        raise SageboxError("no endpoints: start the local box with `sagebox up`, or pass --endpoint NAME=INSTANCE_TYPE")
+    wanted = list(targets) if targets else sorted(endpoints)
+    unknown = [t for t in wanted if t not in endpoints]
+    if unknown:
+        raise SageboxError(f"the local box has no target(s) {', '.join(unknown)} (it has {', '.join(endpoints)})")
+    return [
+        EndpointSpec(t, endpoints[t].endpoint_name, endpoints[t].instance_type, endpoints[t].variant) for t in wanted
+    ]
+
+
+def default_questions(local: bool) -> QuestionSet:
+    from sagebox.pipeline.squad import GoldAnswer, load_squad
+
+    if local:
+        from sagebox.pipeline.demo_models import minilm_squad
+
+        demo = minilm_squad()
+        return QuestionSet(f"{demo.dev_data} (the demo model's generated dev split)", load_squad(demo.dev_data))
+    from sagebox.demo_data import RAINFOREST_ANSWERS, RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
+
+    examples = [
+        QAExample(
+            f"rainforest-{i}", q, RAINFOREST_CONTEXT, tuple(GoldAnswer(a, RAINFOREST_CONTEXT.find(a)) for a in golds)
+        )
+        for i, (q, golds) in enumerate(zip(RAINFOREST_QUESTIONS, RAINFOREST_ANSWERS, strict=True))
+    ]
+    return QuestionSet("the reference workflow's Amazon rainforest questions", examples)
+
+
+def heldout_questions(path: Path | None, local: bool) -> QuestionSet | None:
+    """An accuracy-only set: `path`, or on the local box the hand-written held-out set when the checkout has it."""
+    from sagebox.pipeline.squad import load_squad
+
+    chosen = path or (HELDOUT if local and HELDOUT.is_file() else None)
+    if chosen is None:
+        return None
+    examples = load_squad(chosen)
+    label = "the hand-written held-out set" if chosen == HELDOUT else str(chosen)
+    return QuestionSet(f"{label} ({len(examples)} questions, scored only)", examples)
+
+
+def _score(results: Sequence[EndpointResult], examples: Sequence[QAExample]) -> dict[str, tuple[float, float]]:
+    from sagebox.pipeline.squad_metric import score
+
+    scores = {}
+    for result in results:
+        asked = [q for q in examples if q.id in result.predictions]
+        if asked:
+            s = score(asked, result.predictions)
+            scores[result.spec.label] = (s.exact_match, s.f1)
+    return scores
+
+
+def notes_for(request: BenchRequest, results: Sequence[EndpointResult]) -> list[str]:
+    notes = [f"questions: {request.questions.source}"]
+    if request.heldout is not None:
+        notes.append(f"held-out columns: {request.heldout.source}")
+    if request.runtime.local:
+        notes.append(
+            f"local box: every endpoint ran on this machine ({os.cpu_count()} CPUs), not on its instance type; "
+            "$ figures price this machine's throughput at each instance's hourly rate. Run the same command "
+            "with --endpoint NAME=INSTANCE_TYPE against real endpoints for real figures."
+        )
+    if any(r.spec.variant == "neuron" for r in results):
+        notes.append(
+            "neuron rows: the NeuronCore emulator ran the compiled graph on CPU (bf16 auto-cast numerics); its "
+            "latency is not Inferentia2's. The model directory's neuron_cost_plan.json holds a roofline estimate."
+        )
+    prices = request.prices
+    notes.append(f"prices: {prices.source}, {prices.region}, as of {prices.as_of}")
+    return notes + neuron_estimates(request)
+
+
+def neuron_estimates(request: BenchRequest) -> list[str]:
+    """The cost model's per-bucket estimate for each local neuron endpoint (read from its model directory)."""
+    from neuron_emu.errors import NeuronEmuError
+    from neuron_emu.qa import instance_estimate, read_plans
+
+    notes = []
+    for spec in request.endpoints:
+        endpoint = request.runtime.endpoints.get(spec.label)
+        if spec.variant != "neuron" or endpoint is None or not endpoint.model_dir:
+            continue
+        try:
+            plans = read_plans(Path(endpoint.model_dir))
+        except NeuronEmuError:
+            continue
+        parts = []
+        for bucket, plan in sorted(plans.items()):
+            row = instance_estimate(plan, spec.instance_type)
+            if row:
+                cost = f", ${row.usd_per_million:.4f}/1M" if row.usd_per_million is not None else ""
+                parts.append(f"seq {bucket}: {row.latency_ms:.3f} ms{cost}")
+        if parts:
+            notes.append(
+                f"{spec.label} on a real {spec.instance_type}, roofline estimate per inference (a lower bound: no "
+                f"host transfer or launch overhead): {'; '.join(parts)}"
+            )
+    return notes
+
+
+def run(
+    request: BenchRequest, on_round: Callable[[str, int, int], None] = lambda label, done, total: None
+) -> BenchOutcome:
+    from sagebox.bench import report
+
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    results = run_benchmark(
+        request.runtime.client, request.endpoints, request.questions.examples, request.plan, on_round
+    )
+    accuracy = _score(results, request.questions.examples)
+    baseline = request.baseline or next((s.label for s in request.endpoints if s.variant == "fp32"), None)
+    rows = table_rows(results, request.prices, baseline or request.endpoints[0].label, accuracy)
+    if request.heldout is not None:
+        scored = BenchPlan(len(request.heldout.examples), concurrency=request.plan.concurrency, warmup=0)
+        extra = run_benchmark(request.runtime.client, request.endpoints, request.heldout.examples, scored)
+        heldout = _score(extra, request.heldout.examples)
+        for row in rows:
+            if row["endpoint"] in heldout:
+                row["heldout_em"], row["heldout_f1"] = heldout[row["endpoint"]]
+        results_for_errors = [*results, *extra]
+    else:
+        results_for_errors = list(results)
+    notes = notes_for(request, results)
+    plan = request.plan
+    title = f"Sagebox benchmark: {plan.queries} requests per endpoint, concurrency {plan.concurrency}"
+    meta = {
+        "started": started,
+        "queries": plan.queries,
+        "concurrency": plan.concurrency,
+        "rate_qps": plan.rate_qps,
+        "questions": request.questions.source,
+        "heldout": request.heldout.source if request.heldout else None,
+        "local_box": request.runtime.local,
+        "prices_source": request.prices.source,
+        "prices_region": request.prices.region,
+        "prices_as_of": request.prices.as_of,
+    }
+    latencies = {r.spec.label: [v * 1000 for v in r.latencies_s] for r in results}
+    out = request.out
+    report.write_json(out / "results.json", {"meta": meta, "rows": rows, "notes": notes, "latencies_ms": latencies})
+    report.write_cdf_png(out / "latency_cdf.png", latencies, title)
+    report.write_atomic(out / "report.md", report.markdown(rows, meta, notes).encode())
+    errors = [e for r in results_for_errors for e in r.errors]
+    return BenchOutcome(title, rows, notes, results, out, errors)
