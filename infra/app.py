@@ -9,7 +9,6 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from infra import nag
-from infra.catalog import CatalogError
 from infra.errors import InfraError
 from infra.plan import artifacts_stack_name, plan_endpoints
 from infra.settings import CONTEXT_KEYS, AppSettings
@@ -84,7 +83,7 @@ def main() -> int:
         settings = AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())
         app = new_app(settings)
         add_stacks(app, settings)
-    except (InfraError, CatalogError) as exc:
+    except InfraError as exc:
         print(f"sagebox infra: error: {exc}", file=sys.stderr)
         return 1
     app.synth()

@@ -9,12 +9,14 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from infra.errors import InfraError
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 Accelerator = Literal["cpu", "inferentia2", "trainium"]
 
 
-class CatalogError(ValueError):
+class CatalogError(InfraError):
     """An instance type or price table the catalog cannot use."""
 
 
