@@ -118,6 +118,14 @@ def _json(body: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def answers_ping(instance: Instance) -> bool:
+    """One health check of a serving instance: GET /ping answers 200 within 2 s."""
+    try:
+        return ping(instance.url)[0] == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
 def wait_healthy(
     instance: Instance,
     timeout_s: float,

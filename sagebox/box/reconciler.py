@@ -30,7 +30,7 @@ from typing import Any
 
 from sagebox.box import specs as sm
 from sagebox.box import specs as specs_mod
-from sagebox.box.fleet import Instance, Launcher, fetch_model_data, wait_healthy
+from sagebox.box.fleet import Instance, Launcher, answers_ping, fetch_model_data, wait_healthy
 from sagebox.box.routes import Route, VariantRoute, save_routes
 from sagebox.box.specs import EndpointSpec, SpecError, VariantSpec
 
@@ -78,9 +78,14 @@ class Reconciler:
         healthy: Callable[[Instance, float], float] = wait_healthy,
         fetch: Callable[[Any, str | None, Path], Path] = fetch_model_data,
         spawn: Callable[[Callable[[], None], str], None] | None = None,
+        probe: Callable[[Instance], bool] = answers_ping,
+        probe_every_s: float = 5.0,
+        unhealthy_after: int = 3,
     ) -> None:
         """`healthy(instance, timeout_s)` waits for /ping, `fetch(s3, url, dest)` untars model data, `spawn(fn,
-        name)` runs a deployment in the background (a thread by default): injectable for tests."""
+        name)` runs a deployment in the background (a thread by default), `probe(instance)` is one health check of
+        a serving instance, made every `probe_every_s`; `unhealthy_after` failed checks in a row replace it (as
+        SageMaker replaces an instance whose health check fails). Injectable for tests."""
         self._backend = backend
         self._launcher = launcher
         self._s3 = s3
@@ -91,6 +96,11 @@ class Reconciler:
         self._healthy = healthy
         self._fetch = fetch
         self._spawn = spawn or _thread
+        self._probe = probe
+        self._probe_every_s = probe_every_s
+        self._unhealthy_after = unhealthy_after
+        self._last_probe = -float("inf")
+        self._failed_probes: dict[int, int] = {}  # id(instance) -> failed health checks in a row
         self._wake = threading.Event()
         self._lock = threading.RLock()
         self.live: dict[str, Deployment] = {}
@@ -259,24 +269,41 @@ class Reconciler:
     # --- health -----------------------------------------------------------------------------------------------
 
     def _heal(self, deployment: Deployment) -> None:
+        probing = self._clock() - self._last_probe >= self._probe_every_s
         for fleet in deployment.variants:
             for position, instance in enumerate(fleet.instances):
                 if instance.alive():
-                    continue
+                    if not probing:
+                        continue
+                    if self._probe(instance):
+                        self._failed_probes.pop(id(instance), None)
+                        continue
+                    failures = self._failed_probes.get(id(instance), 0) + 1
+                    self._failed_probes[id(instance)] = failures
+                    if failures < self._unhealthy_after:
+                        continue
+                    why = f"failed {failures} health checks in a row"
+                    instance.stop()
+                else:
+                    why = f"exited ({' | '.join(instance.last_log_lines(1))})"
+                self._failed_probes.pop(id(instance), None)
                 log.warning(
-                    "endpoint %s: instance %s of %s exited (%s); replacing it",
+                    "endpoint %s: instance %s of %s %s; replacing it",
                     deployment.endpoint,
                     instance.label,
                     fleet.spec.name,
-                    " | ".join(instance.last_log_lines(1)),
+                    why,
                 )
                 fleet.restarts += 1
                 replacement = self._launcher.launch(deployment.endpoint, fleet.spec, position, fleet.model_dir)
                 fleet.instances[position] = replacement
+                self._write_routes()  # the failed instance takes no more traffic
                 self._spawn(
                     functools.partial(self._await_replacement, deployment, fleet, replacement),
                     f"replace-{deployment.endpoint}",
                 )
+        if probing:
+            self._last_probe = self._clock()
 
     def _await_replacement(self, deployment: Deployment, fleet: VariantFleet, instance: Instance) -> None:
         with contextlib.suppress(Exception):

@@ -153,6 +153,11 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
     existing = load_state(state_dir)
     if existing is not None and existing.aws_pid and processes.alive(existing.aws_pid):
         raise SageboxError("a local box is already running: `sagebox down` first (or use it as it is)")
+    if existing is not None:  # a box whose embedded AWS died: stop what it left (gateway, registry, instances)
+        from sagebox.box.down import tear_down
+
+        with step("clear the box whose embedded AWS stopped") as say:
+            tear_down(state_dir, say)
     state = BoxState(region=REGION, mode="containers" if options.containers else "processes")
     targets: tuple[str, ...] = ()
     if options.targets:

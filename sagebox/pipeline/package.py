@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -102,10 +103,20 @@ def package_model_dir(model_dir: Path, out: Path) -> PackageResult:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise SageboxError(write_failure(out, exc)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return PackageResult(out, sha256_of(out), out.stat().st_size, manifest, members, skipped)
+
+
+def write_failure(out: Path, exc: OSError) -> str:
+    """One line for a write that failed (nothing partial is left behind)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on the device holding {out.parent} while writing {out.name}; free some and retry"
+    return f"cannot write {out}: {exc.strerror or exc}"
 
 
 def sha256_of(path: Path) -> str:

@@ -61,6 +61,7 @@ class StandInInstance:
     healthy: bool = True
     running: bool = True
     stopped: bool = False
+    answering: bool = True  # what a /ping health check of the serving instance sees
 
     @property
     def label(self) -> str:
@@ -112,6 +113,7 @@ def parts(tmp_path: Path) -> tuple[StandInBackend, StandInLauncher, Reconciler, 
         return dest
 
     inline: Callable[[Callable[[], None], str], None] = lambda fn, name: fn()  # noqa: E731
+    clock.now = 0.0
     reconciler = Reconciler(
         lambda: backend,
         launcher,
@@ -121,8 +123,22 @@ def parts(tmp_path: Path) -> tuple[StandInBackend, StandInLauncher, Reconciler, 
         healthy=healthy,
         fetch=fetch,
         spawn=inline,
+        probe=lambda instance: instance.answering,
+        probe_every_s=5.0,
+        unhealthy_after=3,
+        clock=clock,
     )
     return backend, launcher, reconciler, fetched
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+clock = Clock()
 
 
 def routes(tmp_path: Path) -> dict[str, tuple[str, ...]]:
@@ -228,3 +244,33 @@ def test_shutdown_stops_every_instance(parts: Any, tmp_path: Path) -> None:
     reconciler.shutdown()
     assert all(i.stopped for i in launcher.launched) and len(launcher.launched) == 2
     assert routes(tmp_path) == {}
+
+
+def test_an_instance_that_stops_answering_its_health_check_is_replaced(parts: Any, tmp_path: Path) -> None:
+    backend, launcher, reconciler, _ = parts
+    backend.add("cfg")
+    backend.endpoints["ep"] = StandInEndpoint("ep", "cfg")
+    reconciler.reconcile_once()
+    sick = launcher.launched[0]
+    sick.answering = False
+    checks = []
+    for tick in range(1, 12):  # a pass every second, a health check every 5 s: at 1, 6 and 11
+        clock.now = float(tick)
+        reconciler.reconcile_once()
+        checks.append(len(launcher.launched))
+    assert checks[:10] == [1] * 10  # one or two failed checks are not enough, passes between checks count none
+    assert checks[10] == 2 and sick.stopped  # the third failed check in a row replaces it
+    assert routes(tmp_path) == {"ep": (launcher.launched[1].url,)}
+    assert load_fleet(tmp_path)["ep"]["variants"][0]["restarts"] == 1
+
+
+def test_a_health_check_that_recovers_resets_the_count(parts: Any) -> None:
+    backend, launcher, reconciler, _ = parts
+    backend.add("cfg")
+    backend.endpoints["ep"] = StandInEndpoint("ep", "cfg")
+    reconciler.reconcile_once()
+    flaky = launcher.launched[0]
+    for tick, answering in ((5.0, False), (7.0, False), (10.0, False), (15.0, True), (20.0, False), (25.0, False)):
+        clock.now, flaky.answering = tick, answering
+        reconciler.reconcile_once()
+    assert not flaky.stopped and len(launcher.launched) == 1

@@ -63,3 +63,46 @@ def test_training_lowers_the_loss(tiny_hf_folder: Path) -> None:
     embeddings = dict(model.named_parameters())["bert.embeddings.word_embeddings.weight"]
     assert not embeddings.requires_grad  # embeddings stay frozen
     assert torch.isfinite(embeddings).all()
+
+
+def test_bf16_autocast_trains_and_keeps_fp32_weights(tiny_hf_folder: Path) -> None:
+    import torch
+    from transformers import BertForQuestionAnswering
+
+    from sagebox.pipeline.finetune import bf16_supported
+
+    model = BertForQuestionAnswering.from_pretrained(str(tiny_hf_folder))
+    examples = generate(16, 0, "train", BIOGRAPHY)
+    losses: list[float] = []
+    recipe = TrainRecipe(
+        epochs=15, batch_size=8, learning_rate=3e-3, head_learning_rate=1e-2, frozen_layers=0, precision="bf16"
+    )
+    stats = train_qa(
+        model, _tokenizer(tiny_hf_folder), examples, recipe, progress=lambda s, t, loss: losses.append(loss)
+    )
+    assert stats.precision == ("bf16" if bf16_supported() else "fp32")
+    assert stats.cpu_seconds >= 0
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 * 0.8
+    assert {p.dtype for p in model.parameters()} == {torch.float32}  # what export and quantization expect
+
+
+def test_unknown_precision_is_refused(tiny_hf_folder: Path) -> None:
+    import pytest
+    from transformers import BertForQuestionAnswering
+
+    model = BertForQuestionAnswering.from_pretrained(str(tiny_hf_folder))
+    with pytest.raises(ValueError, match="precision must be fp32 or bf16"):
+        train_qa(model, _tokenizer(tiny_hf_folder), generate(4, 0), TrainRecipe(precision="fp16"))
+
+
+def test_batches_hold_similar_lengths_and_every_feature_once() -> None:
+    import random
+
+    from sagebox.pipeline.finetune import TrainFeature, _batches
+
+    features = [TrainFeature([1] * n, [0] * n, 0, 0) for n in random.Random(0).choices(range(10, 200), k=1000)]
+    batches = _batches(features, 16, random.Random(1))
+    assert sorted(len(f.input_ids) for b in batches for f in b) == sorted(len(f.input_ids) for f in features)
+    spread = [max(len(f.input_ids) for f in b) - min(len(f.input_ids) for f in b) for b in batches]
+    assert sum(spread) / len(spread) < 30  # random batches of 16 from 10..200 spread ~150 tokens
+    assert _batches(features, 16, random.Random(1)) == batches
