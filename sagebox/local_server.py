@@ -42,7 +42,12 @@ class LocalServer:
         from sagebox.box.processes import popen
 
         port = port or free_port()
-        full_env = {"SAGEBOX_MODEL_DIR": str(model_dir), "SAGEMAKER_BIND_TO_PORT": str(port), **(env or {})}
+        full_env = {
+            "SAGEBOX_MODEL_DIR": str(model_dir),
+            "SAGEMAKER_BIND_TO_PORT": str(port),
+            "SAGEBOX_BIND_HOST": "127.0.0.1",  # this machine only
+            **(env or {}),
+        }
         process = popen(["-m", "container", "serve"], log_path, full_env)
         return cls(process, port, log_path)
 

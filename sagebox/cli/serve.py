@@ -12,6 +12,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-dir", type=Path, required=True, help="directory holding manifest.json")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 to serve other hosts)",
+    )
     p.set_defaults(func=run)
 
 
@@ -22,4 +27,5 @@ def run(args: argparse.Namespace) -> int:
     os.environ[env.MODEL_DIR] = str(args.model_dir)
     os.environ[env.BIND_TO_PORT] = str(args.port)
     os.environ[env.MODEL_SERVER_WORKERS] = str(args.workers)
+    os.environ[env.BIND_HOST] = args.host
     return serve()
