@@ -1,8 +1,18 @@
-"""Neuron runtime: a model compiled by neuron_emu (buckets, dynamic batching, custom ops), run on CPU."""
+"""Neuron runtime: a model compiled for NeuronCores, by one of two backends (the manifest's `compile.backend`).
+
+- `neuron_emu`: Sagebox's emulator. One TorchScript file with a graph per sequence bucket (dynamic batching,
+  custom ops), run on the host CPU: it serves anywhere, and on an inf2/trn1 instance it is CPU inference.
+- `torch_neuronx`: AWS's compiler. One file per sequence bucket (NEURONX_FILE), each what `torch_neuronx.trace`
+  returned for that bucket with `torch_neuronx.dynamic_batch` applied, saved by `torch.jit.save`. Loading one
+  needs `torch_neuronx` imported first (it registers the Neuron ops the saved graphs call) and running one needs
+  NeuronCores: the Neuron image on an inf2/trn1 instance.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,17 +24,49 @@ from neuron_emu.runtime import describe, dynamic_batch, error_message
 from neuron_emu.runtime import load as load_traced
 
 MAX_BATCH = 8
+# The file of one sequence bucket of a torch_neuronx artifact; the manifest's model_file is the smallest bucket's.
+NEURONX_FILE = "model.neuronx.seq{bucket}.pt"
+NEURONX_MISSING = (
+    "this model was compiled by torch-neuronx and needs a Neuron host (the Neuron image: container/Dockerfile.neuron "
+    "on an inf2/trn1 instance): torch_neuronx cannot be imported here"
+)
+
+
+def neuronx_bucket_file(bucket: int) -> str:
+    """The file name of one sequence bucket's graph in a torch_neuronx model directory."""
+    return NEURONX_FILE.format(bucket=bucket)
+
+
+def import_torch_neuronx() -> Any:
+    """AWS's torch_neuronx module, or one HandlerError line saying this host cannot run the model."""
+    try:
+        return importlib.import_module("torch_neuronx")
+    except ImportError:
+        raise HandlerError(NEURONX_MISSING) from None
 
 
 class NeuronHandler:
     def __init__(self) -> None:
-        self._module: torch.jit.ScriptModule | None = None
-        self._buckets: frozenset[int] = frozenset()
+        # One callable per sequence bucket (the emulator's single module serves every bucket itself).
+        self._graphs: dict[int, Any] = {}
 
     def load(self, model_dir: Path, manifest: Manifest, runtime: RuntimeOptions) -> None:
         if manifest.compile is None:
             raise HandlerError("a neuron model's manifest must record how it was compiled (the compile section)")
         torch.set_num_threads(runtime.threads)
+        if manifest.compile.backend == "torch_neuronx":
+            graphs = self._load_neuronx(model_dir, manifest)
+        else:
+            graphs = self._load_emulated(model_dir, manifest)
+        self._graphs = graphs
+        # Run the smallest bucket once so a broken artifact fails at load, not on the first request.
+        seq = min(self._graphs)
+        ones = np.ones((1, seq), dtype=np.int64)
+        self.predict({"input_ids": ones, "attention_mask": ones, "token_type_ids": np.zeros_like(ones)})
+
+    @staticmethod
+    def _load_emulated(model_dir: Path, manifest: Manifest) -> dict[int, Any]:
+        assert manifest.compile is not None
         libraries = [model_dir / name for name in manifest.compile.custom_op_libraries]
         try:
             module = load_traced(model_dir / manifest.model_file, custom_op_libraries=list(libraries))
@@ -40,15 +82,31 @@ class NeuronHandler:
                 f"the manifest lists sequence buckets {missing} the Neuron model was not compiled for "
                 f"(it has {sorted(compiled)})"
             )
-        self._module = module
-        self._buckets = frozenset(manifest.sequence_buckets)
-        # Run the smallest bucket once so a broken artifact fails at load, not on the first request.
-        seq = min(self._buckets)
-        ones = np.ones((1, seq), dtype=np.int64)
-        self.predict({"input_ids": ones, "attention_mask": ones, "token_type_ids": np.zeros_like(ones)})
+        return dict.fromkeys(manifest.sequence_buckets, module)
+
+    @staticmethod
+    def _load_neuronx(model_dir: Path, manifest: Manifest) -> dict[int, Any]:
+        neuronx = import_torch_neuronx()
+        missing = [b for b in manifest.sequence_buckets if neuronx_bucket_file(b) not in manifest.files]
+        if missing:
+            raise HandlerError(
+                f"the manifest lists sequence buckets {missing} without their torch-neuronx graphs "
+                f"({', '.join(neuronx_bucket_file(b) for b in missing)})"
+            )
+        graphs: dict[int, Any] = {}
+        for bucket in manifest.sequence_buckets:
+            name = neuronx_bucket_file(bucket)
+            try:
+                module = torch.jit.load(str(model_dir / name))
+            except (RuntimeError, ValueError) as exc:
+                raise HandlerError(f"torch-neuronx cannot load {name}: {error_message(exc)}") from None
+            # Compilation enabled dynamic batching; enabling it again after the load is harmless and does not
+            # depend on whether the setting survives torch.jit.save (not verified on hardware).
+            graphs[bucket] = neuronx.dynamic_batch(module)
+        return graphs
 
     def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
-        if self._module is None:
+        if not self._graphs:
             raise HandlerError("predict() called before load()")
         arrays = [inputs[name] for name in MODEL_INPUTS]
         shape = arrays[0].shape
@@ -56,12 +114,13 @@ class NeuronHandler:
             raise HandlerError(f"inputs must share one [batch, seq] shape, got {[a.shape for a in arrays]}")
         if not 1 <= shape[0] <= MAX_BATCH:
             raise HandlerError(f"batch size {shape[0]} is outside 1..{MAX_BATCH}")
-        if shape[1] not in self._buckets:
-            raise HandlerError(f"sequence length {shape[1]} is not one of the buckets {sorted(self._buckets)}")
+        graph = self._graphs.get(shape[1])
+        if graph is None:
+            raise HandlerError(f"sequence length {shape[1]} is not one of the buckets {sorted(self._graphs)}")
         args = [torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)) for a in arrays]
         try:
             with torch.inference_mode():
-                start, end = self._module(*args)
+                start, end = graph(*args)
         except (
             RuntimeError,
             torch.jit.Error,

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sagebox.cli.common import console
 
+if TYPE_CHECKING:
+    from sagebox.pipeline.compile import Backend
+
+# CLI spelling -> the manifest's compile.backend.
+BACKEND_CHOICES: dict[str, Backend] = {"neuron-emu": "neuron_emu", "torch-neuronx": "torch_neuronx"}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compile", help="compile for NeuronCores (neuron_emu): one graph per sequence bucket")
+    p = sub.add_parser("compile", help="compile for NeuronCores: one graph per sequence bucket")
     p.add_argument("--model", type=Path, required=True, help="Hugging Face model folder (config, weights, tokenizer)")
     p.add_argument("--out", type=Path, required=True, help="model directory to write")
     p.add_argument("--batch-size", type=int, default=1, help="traced batch size (dynamic batching splits/pads)")
     p.add_argument(
         "--compiler-args",
-        help="neuronx-cc style flags (default: --auto-cast matmult --auto-cast-type bf16)",
+        help="neuronx-cc flags (default: --auto-cast matmult --auto-cast-type bf16)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=sorted(BACKEND_CHOICES),
+        default="neuron-emu",
+        help="neuron-emu (default): Sagebox's emulator, graphs that run on the host CPU (the local box; on a real "
+        "inf2/trn1 endpoint that is CPU inference); torch-neuronx: AWS's compiler, graphs for real NeuronCores "
+        "(run it on an inf2/trn1 instance or in the AWS Neuron PyTorch container)",
     )
     p.set_defaults(func=run)
 
@@ -27,12 +42,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise SageboxError("--batch-size must be at least 1")
-    manifest = build_neuron(args.model, args.out, batch_size=args.batch_size, compiler_args=args.compiler_args)
+    backend = BACKEND_CHOICES[args.backend]
+    manifest = build_neuron(
+        args.model, args.out, batch_size=args.batch_size, compiler_args=args.compiler_args, backend=backend
+    )
     out = console()
     out.print(
-        f"wrote {args.out}: {manifest.runtime} model, buckets {manifest.sequence_buckets}, "
+        f"wrote {args.out}: {manifest.runtime} model ({args.backend}), buckets {manifest.sequence_buckets}, "
         f"{manifest.compile.auto_cast if manifest.compile else '?'} auto-cast"
     )
+    if backend != "neuron_emu":
+        out.print("  runs on NeuronCores only: deploy it to an inf2/trn1 target (the Neuron image)")
+        return 0
+    out.print("  emulated: these graphs run on the host CPU (on an inf2/trn1 endpoint only with allow_emulated)")
     for bucket, plan in sorted(read_plans(args.out).items()):
         inf2 = instance_estimate(plan, "ml.inf2.xlarge")
         if inf2:

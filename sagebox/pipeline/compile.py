@@ -1,9 +1,26 @@
-"""Compile a Hugging Face QA folder for NeuronCores (via neuron_emu) into a servable model directory."""
+"""Compile a Hugging Face QA folder for NeuronCores into a servable model directory, by one of two backends.
+
+- `neuron_emu` (default; `sagebox build` uses it): Sagebox's emulator, anywhere. The graphs are TorchScript that
+  runs on the host CPU with Neuron auto-cast numerics, plus a cost plan per bucket (estimates).
+- `torch_neuronx`: AWS's compiler (`torch_neuronx.trace`, neuronx-cc), where torch-neuronx is installed: an
+  inf2/trn1 instance or the AWS Neuron PyTorch inference container. The graphs run on NeuronCores only.
+
+Both trace the same sequence buckets with the same example inputs, batch size and auto-cast compiler arguments,
+and enable dynamic batching; the manifest's `compile.backend` records which one ran.
+"""
 
 from __future__ import annotations
 
+import importlib
+import shlex
 import shutil
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
+
+import torch
 
 from container.manifest import CompileSpec, Manifest
 from infra.catalog import load_prices
@@ -12,8 +29,109 @@ from sagebox.pipeline.artifact import staged_dir, write_manifest
 from sagebox.pipeline.hf_model import QAModule, check_model_folder, load_qa_module
 from sagebox.pipeline.servable import buckets_for, source_spec
 
+Backend = Literal["neuron_emu", "torch_neuronx"]
+BACKENDS: tuple[Backend, ...] = ("neuron_emu", "torch_neuronx")
 # Each bucket is a graph compiled for, and held in, NeuronCore memory: fewer and coarser than on CPU.
 NEURON_BUCKETS = (64, 128, 256, 384)
+# Where torch-neuronx is installed: AWS's PyTorch inference Neuron Deep Learning Container (the tag format and
+# the current tags: "Available Deep Learning Containers Images", aws.github.io/deep-learning-containers, and
+# github.com/aws-neuron/deep-learning-containers). container/Dockerfile.neuron builds FROM the same image (a test
+# keeps the two equal).
+NEURON_DLC = "public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
+NEURONX_MISSING = (
+    "torch-neuronx is not installed here: run `sagebox compile --backend torch-neuronx` on an inf2/trn1 instance "
+    f"or inside the AWS Neuron PyTorch DLC ({NEURON_DLC})"
+)
+
+
+@dataclass(frozen=True)
+class NeuronxArtifact:
+    """What `trace_neuronx` wrote: one TorchScript file per bucket, and how it was compiled."""
+
+    files: tuple[str, ...]
+    buckets: tuple[int, ...]
+    compile_spec: CompileSpec
+
+    @property
+    def model_file(self) -> str:
+        return self.files[0]
+
+
+def import_torch_neuronx() -> Any:
+    """AWS's torch_neuronx, imported only when asked for; one SageboxError line where it is not installed."""
+    try:
+        return importlib.import_module("torch_neuronx")
+    except ImportError:
+        raise SageboxError(NEURONX_MISSING) from None
+
+
+def example_inputs(batch_size: int, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids, attention_mask (all ones: the traced graph then gives the eager result on padded inputs),
+    token_type_ids; the same examples neuron_emu.compile_qa traces with."""
+    ones = torch.ones(batch_size, length, dtype=torch.long)
+    return ones, ones.clone(), torch.zeros(batch_size, length, dtype=torch.long)
+
+
+def trace_neuronx(
+    module: torch.nn.Module,
+    buckets: Sequence[int],
+    batch_size: int,
+    compiler_args: str | None,
+    out_dir: Path,
+    neuronx: Any,
+) -> NeuronxArtifact:
+    """`neuronx.trace` every bucket with neuronx-cc arguments, `neuronx.dynamic_batch` it, save one file per bucket.
+
+    compiler_args None means neuron_emu's default QA arguments (auto-cast matmult to bf16), so both backends
+    compile with the same numerics. The arguments reach neuronx-cc as given (split like a shell); neuron_emu's
+    parser only reads what the manifest records (auto-cast, target) and stays quiet about flags it does not emulate.
+    """
+    from container.handlers.neuron import neuronx_bucket_file
+    from neuron_emu.compiler_args import parse_compiler_args
+    from neuron_emu.errors import NeuronEmuError, NeuronEmuWarning
+    from neuron_emu.hardware import target_instances
+    from neuron_emu.qa import DEFAULT_QA_COMPILER_ARGS
+
+    text = DEFAULT_QA_COMPILER_ARGS if compiler_args is None else compiler_args
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NeuronEmuWarning)
+            options = parse_compiler_args(text)
+    except NeuronEmuError as exc:
+        raise SageboxError(f"--compiler-args: {exc}") from None
+    args = shlex.split(text)
+    module = module.eval()
+    lengths = list(buckets)
+    with torch.inference_mode():
+        outputs = module(*example_inputs(batch_size, lengths[0]))
+    if not (
+        isinstance(outputs, tuple)
+        and len(outputs) == 2
+        and all(tuple(o.shape) == (batch_size, lengths[0]) for o in outputs)
+    ):
+        raise SageboxError("the QA model must return (start_logits, end_logits), each [batch, seq]")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[str] = []
+    for length in lengths:
+        try:
+            traced = neuronx.trace(module, example_inputs(batch_size, length), compiler_args=list(args))
+            traced = neuronx.dynamic_batch(traced)
+        except Exception as exc:  # neuronx-cc's failures share no exception type: report the last line
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            reason = lines[-1] if lines else type(exc).__name__
+            raise SageboxError(f"torch-neuronx compilation of sequence bucket {length} failed: {reason}") from None
+        name = neuronx_bucket_file(length)
+        torch.jit.save(traced, str(out / name))
+        files.append(name)
+    spec = CompileSpec(
+        backend="torch_neuronx",
+        compiler=f"torch-neuronx {getattr(neuronx, '__version__', 'unknown version')} (neuronx-cc)",
+        auto_cast=options.auto_cast,
+        auto_cast_type=options.auto_cast_type,
+        target_instances=list(target_instances(options.target)),
+    )
+    return NeuronxArtifact(files=tuple(files), buckets=tuple(lengths), compile_spec=spec)
 
 
 def build_neuron(
@@ -23,29 +141,45 @@ def build_neuron(
     batch_size: int = 1,
     compiler_args: str | None = None,
     module: QAModule | None = None,
+    backend: Backend = "neuron_emu",
 ) -> Manifest:
-    """Trace one graph per sequence bucket with Neuron auto-cast numerics; write graph, cost plan and manifest."""
-    from neuron_emu import compile_qa
-    from neuron_emu.errors import NeuronEmuError
-
+    """Trace one graph per sequence bucket; write the graph(s), the emulator's cost plan, and the manifest."""
+    if backend not in BACKENDS:
+        raise SageboxError(f"backend {backend!r} is not one of: {', '.join(BACKENDS)}")
+    # Before reading the model: on a host without torch-neuronx the answer is the same whatever the model.
+    neuronx = import_torch_neuronx() if backend == "torch_neuronx" else None
     config = check_model_folder(model_dir)
     module = module or load_qa_module(model_dir)
     buckets, max_length = buckets_for(config, NEURON_BUCKETS)
     with staged_dir(out_dir) as staging:
-        try:
-            # The plans price each instance type with the catalog's on-demand prices (neuron_emu holds none).
-            artifact = compile_qa(module, buckets, batch_size, compiler_args, staging, prices=load_prices().per_hour)
-        except NeuronEmuError as exc:
-            raise SageboxError(f"Neuron compilation failed: {exc}") from None
+        if neuronx is not None:
+            artifact = trace_neuronx(module, buckets, batch_size, compiler_args, staging, neuronx)
+            model_file, spec = artifact.model_file, artifact.compile_spec
+        else:
+            model_file, spec = _compile_emulated(module, buckets, batch_size, compiler_args, staging)
         shutil.copyfile(model_dir / "tokenizer.json", staging / "tokenizer.json")
         manifest = write_manifest(
             staging,
             variant="neuron",
             runtime="neuron",
-            model_file=artifact.model_file,
+            model_file=model_file,
             buckets=buckets,
             max_length=max_length,
             source=source_spec(model_dir, config),
-            compile_spec=CompileSpec(**artifact.compile_info().to_dict()),
+            compile_spec=spec,
         )
     return manifest
+
+
+def _compile_emulated(
+    module: QAModule, buckets: list[int], batch_size: int, compiler_args: str | None, staging: Path
+) -> tuple[str, CompileSpec]:
+    from neuron_emu import compile_qa
+    from neuron_emu.errors import NeuronEmuError
+
+    try:
+        # The plans price each instance type with the catalog's on-demand prices (neuron_emu holds none).
+        artifact = compile_qa(module, buckets, batch_size, compiler_args, staging, prices=load_prices().per_hour)
+    except NeuronEmuError as exc:
+        raise SageboxError(f"Neuron compilation failed: {exc}") from None
+    return artifact.model_file, CompileSpec(**artifact.compile_info().to_dict())

@@ -1,8 +1,11 @@
-"""The serving container's neuron handler on a compile_qa artifact (custom ops included)."""
+"""The serving container's neuron handler on both backends: a compile_qa artifact (neuron_emu, custom ops included)
+and a torch_neuronx artifact, compiled and loaded through a STAND-IN torch_neuronx (tests/container/handlers/
+standin_torch_neuronx.py: plain TorchScript on CPU; nothing here ran on Neuron hardware)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +16,16 @@ import neuron_emu
 from container.handlers import HandlerError, RuntimeOptions, handler_for
 from container.manifest import CompileSpec, Manifest, SourceSpec, TokenizerSpec, hash_files, load_verified
 from neuron_emu.custom_op import LoadedLibrary
+from sagebox.pipeline.compile import trace_neuronx
+from tests.container.handlers.standin_torch_neuronx import (
+    StandinTorchNeuronx,
+    standin_torch_neuronx,
+    without_torch_neuronx,
+)
 from tests.neuron_emu.conftest import QAWrapper, run_python
 from tests.neuron_emu.test_qa import QAWithCustomOp
+
+__all__ = ["standin_torch_neuronx", "without_torch_neuronx"]  # fixtures
 
 BUCKETS = [16, 32]
 
@@ -118,3 +129,81 @@ def test_handler_imports_no_transformers(model_dir: Path) -> None:
         """
     )
     assert json.loads(out) == []
+
+
+def write_neuronx_dir(model: torch.nn.Module, directory: Path, neuronx: StandinTorchNeuronx) -> Manifest:
+    """A torch_neuronx model directory as `sagebox compile --backend torch-neuronx` writes it (stand-in compiler)."""
+    artifact = trace_neuronx(model, BUCKETS, 1, None, directory, neuronx)
+    (directory / "tokenizer.json").write_text("{}")
+    manifest = Manifest(
+        tool_version="0.1.0",
+        variant="neuron",
+        runtime="neuron",
+        model_file=artifact.model_file,
+        tokenizer=TokenizerSpec(max_length=64),
+        sequence_buckets=BUCKETS,
+        source=SourceSpec(name="tiny-bert", architecture="bert"),
+        compile=artifact.compile_spec,
+        files=hash_files(directory),
+    )
+    (directory / "manifest.json").write_text(manifest.to_json())
+    return load_verified(directory)
+
+
+def test_a_torch_neuronx_artifact_loads_each_bucket_graph_through_torch_neuronx(
+    tiny_qa: QAWrapper, standin_torch_neuronx: StandinTorchNeuronx, tmp_path: Path
+) -> None:
+    manifest = write_neuronx_dir(tiny_qa, tmp_path, standin_torch_neuronx)
+    assert manifest.compile is not None and manifest.compile.backend == "torch_neuronx"
+    assert manifest.model_file == "model.neuronx.seq16.pt" and "model.neuronx.seq32.pt" in manifest.files
+    compiled = len(standin_torch_neuronx.dynamic_batch_calls)
+    handler = handler_for("neuron")
+    handler.load(tmp_path, manifest, RuntimeOptions(threads=1))
+    # Each bucket's file was loaded with torch_neuronx imported and given dynamic batching again.
+    loaded = standin_torch_neuronx.dynamic_batch_calls[compiled:]
+    assert len(loaded) == len(BUCKETS) and all(isinstance(m, torch.jit.ScriptModule) for m in loaded)
+    for seq in BUCKETS:
+        for batch in (1, 3):
+            inputs = features(batch, seq)
+            start, end = handler.predict(inputs)
+            assert start.dtype == np.float32 and start.shape == end.shape == (batch, seq)
+            args = [torch.from_numpy(inputs[k]) for k in ("input_ids", "attention_mask", "token_type_ids")]
+            with torch.no_grad():
+                ref_start, ref_end = tiny_qa(*args)
+            # The stand-in's graphs are FP32 CPU TorchScript: the eager model's answer.
+            assert np.allclose(start, ref_start.numpy(), atol=1e-5)
+            assert np.allclose(end, ref_end.numpy(), atol=1e-5)
+    with pytest.raises(HandlerError, match="sequence length 24 is not one of the buckets"):
+        handler.predict(features(1, 24))
+
+
+def test_a_torch_neuronx_artifact_needs_torch_neuronx(
+    tiny_qa: QAWrapper, standin_torch_neuronx: StandinTorchNeuronx, tmp_path: Path
+) -> None:
+    manifest = write_neuronx_dir(tiny_qa, tmp_path, standin_torch_neuronx)
+    sys.modules["torch_neuronx"] = None  # type: ignore[assignment]  # as on a host without the Neuron SDK
+    with pytest.raises(HandlerError) as caught:
+        handler_for("neuron").load(tmp_path, manifest, RuntimeOptions(threads=1))
+    message = str(caught.value)
+    assert message.startswith("this model was compiled by torch-neuronx and needs a Neuron host (the Neuron image")
+    assert "\n" not in message
+
+
+def test_a_torch_neuronx_manifest_needs_every_bucket_graph(
+    tiny_qa: QAWrapper, standin_torch_neuronx: StandinTorchNeuronx, tmp_path: Path
+) -> None:
+    manifest = write_neuronx_dir(tiny_qa, tmp_path, standin_torch_neuronx)
+    files = {k: v for k, v in manifest.files.items() if k != "model.neuronx.seq32.pt"}
+    with pytest.raises(HandlerError, match=r"buckets \[32\] without their torch-neuronx graphs \(model.neuronx.seq32"):
+        handler_for("neuron").load(tmp_path, manifest.model_copy(update={"files": files}), RuntimeOptions(threads=1))
+    (tmp_path / "model.neuronx.seq16.pt").write_bytes(b"not a TorchScript archive")
+    with pytest.raises(HandlerError, match=r"torch-neuronx cannot load model\.neuronx\.seq16\.pt: "):
+        handler_for("neuron").load(tmp_path, manifest, RuntimeOptions(threads=1))
+
+
+def test_an_emulator_artifact_does_not_import_torch_neuronx(model_dir: Path, without_torch_neuronx: None) -> None:
+    manifest = load_verified(model_dir)
+    assert manifest.compile is not None and manifest.compile.backend == "neuron_emu"
+    handler = handler_for("neuron")
+    handler.load(model_dir, manifest, RuntimeOptions(threads=1))
+    assert handler.predict(features(2, 16))[0].shape == (2, 16)
