@@ -83,6 +83,16 @@ class MicroBatcher(Generic[In, Out]):
         self._thread = threading.Thread(target=self._work, name="inference", daemon=True)
         self.stats = BatchStats()
 
+    @property
+    def busy(self) -> bool:
+        """A batch is on the inference thread (running, or about to)."""
+        return self._busy
+
+    @property
+    def queued(self) -> int:
+        """Values waiting for the next batch."""
+        return len(self._pending)
+
     def start(self) -> None:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
@@ -188,7 +198,9 @@ class MicroBatcher(Generic[In, Out]):
         if not self._closed:
             self._dispatch()
 
-    async def close(self) -> None:
+    async def close(self, wait: bool = True) -> None:
+        """Refuse new work, fail queued work, and stop the inference thread; `wait=False` does not wait for a
+        batch still running there (the thread is a daemon: a process that exits does not wait for it either)."""
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
@@ -198,4 +210,5 @@ class MicroBatcher(Generic[In, Out]):
         self._pending.clear()
         if self._thread.is_alive():
             self._inbox.put(None)
-            await asyncio.to_thread(self._thread.join)
+            if wait:
+                await asyncio.to_thread(self._thread.join)

@@ -25,6 +25,7 @@ INTRA_OP_THREADS = "SAGEBOX_INTRA_OP_THREADS"
 SPIN_WAIT = "SAGEBOX_SPIN_WAIT"
 FLUSH_DENORMALS = "SAGEBOX_FLUSH_DENORMALS"
 DRAIN_SECONDS = "SAGEBOX_DRAIN_SECONDS"
+ADMISSION_CONTROL = "SAGEBOX_ADMISSION_CONTROL"
 LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
 SERVICE_USER = "SAGEBOX_SERVICE_USER"
 BIND_HOST = "SAGEBOX_BIND_HOST"
@@ -147,6 +148,8 @@ class ServerSettings:
     spin_wait: bool
     flush_denormals: bool
     drain_seconds: int
+    # Refuse (503) a request that the work already queued would push past its timeout (container/admission.py).
+    admission_control: bool
     log_level: str
     # Started as root (SageMaker's contract), the server serves as this account; empty: keep the identity it has.
     service_user: str
@@ -177,6 +180,7 @@ class ServerSettings:
             spin_wait=_bool(env, SPIN_WAIT, True),
             flush_denormals=_bool(env, FLUSH_DENORMALS, True),
             drain_seconds=_int(env, DRAIN_SECONDS, 25, 0, 30),
+            admission_control=_bool(env, ADMISSION_CONTROL, True),
             log_level=log_level,
             service_user=_user(env, SERVICE_USER, DEFAULT_SERVICE_USER),
         )

@@ -6,8 +6,9 @@ The HTTP server and offline evaluation both run through this, so they cannot dis
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+import time
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from container.qa import Answer, Feature, QAProcessor
 log = logging.getLogger("sagebox.predictor")
 
 Logits = tuple[np.ndarray, np.ndarray]
+# Told of every model call: (bucket, batch size, seconds the handler took). Runs on the calling (inference) thread.
+CallObserver = Callable[[int, int, float], None]
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Predictor:
         processor: QAProcessor,
         max_batch_size: int,
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+        on_call: CallObserver | None = None,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.manifest = manifest
         self.handler = handler
@@ -54,10 +59,15 @@ class Predictor:
         self.max_batch_size = max_batch_size
         self.max_batch_tokens = max_batch_tokens
         self._calls: Counter[tuple[int, int]] = Counter()  # (bucket, batch size) -> model calls
+        self._on_call = on_call
+        self._timer = timer
 
     @classmethod
-    def load(cls, model_dir: Path, options: PredictorOptions | None = None) -> Predictor:
-        """Verify every file against the manifest, load the runtime's handler, and warm it up on every bucket."""
+    def load(
+        cls, model_dir: Path, options: PredictorOptions | None = None, on_call: CallObserver | None = None
+    ) -> Predictor:
+        """Verify every file against the manifest, load the runtime's handler, and warm it up on every bucket
+        (`on_call` hears of every model call, warm-up included)."""
         options = options or PredictorOptions()
         manifest = load_verified(model_dir)
         extra = unlisted_files(model_dir, manifest)
@@ -71,7 +81,7 @@ class Predictor:
             options.doc_stride,
             options.max_answer_tokens,
         )
-        predictor = cls(manifest, handler, processor, options.max_batch_size, options.max_batch_tokens)
+        predictor = cls(manifest, handler, processor, options.max_batch_size, options.max_batch_tokens, on_call)
         predictor.warm_up()
         return predictor
 
@@ -86,18 +96,38 @@ class Predictor:
 
     def run(self, features: Sequence[Feature]) -> list[Logits]:
         """Logits per feature; features are grouped by bucket so no input is padded past its bucket."""
+        results = self.run_wanted(features)
+        complete = [r for r in results if r is not None]
+        assert len(complete) == len(features)  # nothing declines without `wanted`
+        return complete
+
+    def run_wanted(
+        self, features: Sequence[Feature], wanted: Callable[[int], bool] | None = None
+    ) -> list[Logits | None]:
+        """Logits per feature: same-bucket features share model calls of at most `batch_limit(bucket)` features.
+
+        Right before a call, `wanted(i)` is asked about each feature that would go into it: one it declines (its
+        caller is gone) never reaches the model and gets None, and the call takes the next feature instead. So a
+        batch whose callers leave mid-way stops costing model time.
+        """
         results: list[Logits | None] = [None] * len(features)
-        by_bucket: dict[int, list[int]] = defaultdict(list)
+        by_bucket: dict[int, deque[int]] = defaultdict(deque)
         for index, feature in enumerate(features):
             by_bucket[feature.bucket].append(index)
-        for bucket, indices in by_bucket.items():
+        for bucket, waiting in by_bucket.items():
             limit = self.batch_limit(bucket)
-            for chunk_start in range(0, len(indices), limit):
-                chunk = indices[chunk_start : chunk_start + limit]
+            while waiting:
+                chunk: list[int] = []
+                while waiting and len(chunk) < limit:
+                    index = waiting.popleft()
+                    if wanted is None or wanted(index):
+                        chunk.append(index)
+                if not chunk:
+                    break
                 starts, ends = self.predict_batch([features[i] for i in chunk])
                 for row, i in enumerate(chunk):
                     results[i] = (starts[row], ends[row])
-        return [r for r in results if r is not None]
+        return results
 
     def predict_batch(self, features: Sequence[Feature]) -> Logits:
         """One handler call on same-bucket features; checks what the handler returns."""
@@ -106,8 +136,13 @@ class Predictor:
             "attention_mask": np.stack([f.attention_mask for f in features]),
             "token_type_ids": np.stack([f.token_type_ids for f in features]),
         }
+        started = self._timer()
         starts, ends = self.handler.predict(inputs)
-        self._calls[(features[0].bucket, len(features))] += 1
+        elapsed = self._timer() - started
+        bucket = features[0].bucket
+        self._calls[(bucket, len(features))] += 1
+        if self._on_call is not None:
+            self._on_call(bucket, len(features), elapsed)
         expected = inputs["input_ids"].shape
         if starts.shape != expected or ends.shape != expected:
             raise HandlerError(f"model returned logits of shape {starts.shape}/{ends.shape}, expected {expected}")

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from container.env import EnvError, ServerSettings
 from container.logs import configure_logging
+
+if TYPE_CHECKING:  # container.app imports NumPy, whose BLAS reads the thread variables set in serve() at import
+    from starlette.applications import Starlette
+
+    from container.app import InFlight
 
 log = logging.getLogger("sagebox.server")
 
@@ -22,14 +30,30 @@ def _limit_native_threads(threads: int) -> None:
         os.environ.setdefault(name, str(threads))
 
 
-def _absorb_sigterm(signum: int, frame: FrameType | None) -> None:
-    """uvicorn re-raises SIGTERM after its graceful drain; the drain is our clean exit, so exit status 0."""
-    log.info("drained after SIGTERM; exiting")
+class SigtermReport:
+    """uvicorn re-raises SIGTERM after its graceful drain; the drain is our clean exit (status 0), and this says how
+    it went: "drained" only when every in-flight request finished, else how many the drain deadline cut off."""
+
+    def __init__(self, in_flight: InFlight, drain_seconds: int) -> None:
+        self.in_flight = in_flight
+        self.drain_seconds = drain_seconds
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        cut = self.in_flight.cut_off
+        if cut:
+            log.warning(
+                "SIGTERM: %d in-flight request(s) cut off at the %ds drain deadline; exiting", cut, self.drain_seconds
+            )
+        else:
+            log.info("drained after SIGTERM; exiting")
 
 
-def uvicorn_config(settings: ServerSettings) -> uvicorn.Config:
+def uvicorn_config(
+    settings: ServerSettings, app: str | Callable[[], Starlette] = "container.app:create_app"
+) -> uvicorn.Config:
+    """`app`: an import string (what worker processes load) or a factory called once in this process."""
     return uvicorn.Config(
-        "container.app:create_app",
+        app,
         factory=True,
         host=settings.bind_host,
         port=settings.port,
@@ -60,11 +84,14 @@ def serve() -> int:
         settings.intra_op_threads,
         settings.timeout_s,
     )
-    config = uvicorn_config(settings)
     if settings.workers == 1:
-        signal.signal(signal.SIGTERM, _absorb_sigterm)
-        uvicorn.Server(config).run()
+        from container.app import InFlight, create_app
+
+        in_flight = InFlight()
+        signal.signal(signal.SIGTERM, SigtermReport(in_flight, settings.drain_seconds))
+        uvicorn.Server(uvicorn_config(settings, functools.partial(create_app, settings, in_flight=in_flight))).run()
         return 0
+    config = uvicorn_config(settings)
     from uvicorn.supervisors import Multiprocess
 
     # The supervisor forwards SIGTERM to every worker; each drains its own in-flight requests.

@@ -20,6 +20,7 @@ def test_defaults_follow_the_sagemaker_contract() -> None:
     assert s.spin_wait is True  # ONNX Runtime's own default
     assert s.flush_denormals is True
     assert s.max_batch_size == 8 and s.max_batch_tokens == 512
+    assert s.admission_control is True
 
 
 def test_sagemaker_variables_are_honoured() -> None:
@@ -33,6 +34,7 @@ def test_sagemaker_variables_are_honoured() -> None:
             env.MAX_BATCH_TOKENS: "2048",
             env.SPIN_WAIT: "off",
             env.FLUSH_DENORMALS: "0",
+            env.ADMISSION_CONTROL: "off",
         }
     )
     assert (s.port, s.workers, s.timeout_s, s.model_dir) == (9000, 2, 15, Path("/models/x"))
@@ -40,6 +42,7 @@ def test_sagemaker_variables_are_honoured() -> None:
     assert s.max_batch_wait_ms == 2.5
     assert s.max_batch_tokens == 2048
     assert s.spin_wait is False and s.flush_denormals is False
+    assert s.admission_control is False
 
 
 @pytest.mark.parametrize(
@@ -51,6 +54,7 @@ def test_sagemaker_variables_are_honoured() -> None:
         (env.MAX_BATCH_WAIT_MS, "-1", ">= 0.0"),
         (env.LOG_LEVEL, "loud", "must be one of"),
         (env.SPIN_WAIT, "sometimes", "must be 1/true"),
+        (env.ADMISSION_CONTROL, "maybe", "must be 1/true"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, fragment: str) -> None:

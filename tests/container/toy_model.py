@@ -1,7 +1,8 @@
-"""A toy QA graph with switches for tests: a token that makes it fail, and one that makes it slow.
+"""A toy QA graph with a switch for tests: a token that makes it fail.
 
-The logits come from a tiny embedding, so answers are deterministic; the switches let tests reach the
-server's 500 path and hold a request in flight (SIGTERM draining, micro-batching) without timing games.
+The logits come from a tiny seeded embedding, so answers are deterministic; the switch lets tests reach the
+server's 500 path and a warm-up that fails. (Requests held in flight are held by the tests themselves: a body
+sent by halves over a socket, or the gated handler of tests/container/fakes.py.)
 """
 
 from __future__ import annotations
@@ -15,19 +16,16 @@ from torch import nn
 from container.manifest import SourceSpec
 from sagebox.pipeline.artifact import staged_dir, write_manifest
 
-# Words of the uncased WordPiece vocabulary that are single tokens.
+# A word of the uncased WordPiece vocabulary that is a single token.
 FAIL_WORD = "explode"
-SLOW_WORD = "sleepy"
 
 
 class ToyQA(nn.Module):
-    def __init__(self, fail_id: int, slow_id: int, slow_steps: int) -> None:
+    def __init__(self, fail_id: int) -> None:
         super().__init__()
         generator = torch.Generator().manual_seed(0)
         self.weights = nn.Parameter(torch.randn(30522, 2, generator=generator), requires_grad=False)
         self.fail_id = fail_id
-        self.slow_id = slow_id
-        self.slow_steps = slow_steps
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
@@ -35,22 +33,16 @@ class ToyQA(nn.Module):
         if bool((input_ids == self.fail_id).any()):
             raise RuntimeError("toy model asked to fail")
         logits = self.weights[input_ids]
-        if bool((input_ids == self.slow_id).any()):
-            x = torch.ones(128, 128) / 128.0
-            for _ in range(self.slow_steps):
-                x = torch.tanh(x @ x + 1.0)  # stays near 1: no denormals, whatever the CPU flags
-            logits = logits + x.mean() * 0.0
         return logits[..., 0].contiguous(), logits[..., 1].contiguous()
 
 
-def build_toy_model_dir(out: Path, tokenizer_path: Path, slow_steps: int = 40000) -> Path:
+def build_toy_model_dir(out: Path, tokenizer_path: Path) -> Path:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
     fail_id = tokenizer.token_to_id(FAIL_WORD)
-    slow_id = tokenizer.token_to_id(SLOW_WORD)
-    assert fail_id is not None and slow_id is not None
-    module = torch.jit.script(ToyQA(fail_id, slow_id, slow_steps).eval())
+    assert fail_id is not None
+    module = torch.jit.script(ToyQA(fail_id).eval())
     with staged_dir(out) as staging:
         torch.jit.save(module, str(staging / "model.pt"))
         shutil.copyfile(tokenizer_path, staging / "tokenizer.json")

@@ -1,0 +1,138 @@
+"""Admission control: a queue in front of the model bounded by time, not by count.
+
+Every admitted feature (one model window) is charged the model time it is expected to cost; the charges of work
+not yet done form the backlog. A request whose own charge, added to the backlog, would end after its deadline
+(arrival + SAGEMAKER_MODEL_SERVER_TIMEOUT) cannot be answered in time: it is refused at once (503, which
+SageMaker's runtime hands to the client as a retryable error) instead of waiting out the timeout for a 504 while
+the model spends its time on answers nobody reads. So the queue holds at most one timeout's worth of model time.
+
+The expected cost comes from measurement: the seconds per feature of every model call, per sequence bucket, warm-up
+calls included, as an exponentially weighted moving average (`EwmaCost`). Pure logic, no clock of its own: callers
+pass `now` and deadlines, and tests pass a fixed estimate.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+# Weight of the newest observation: a step change in the model's speed (a noisy neighbour, a thermal limit) shows
+# within ~10 calls, and one slow call moves the estimate by a fifth of its excess.
+EWMA_ALPHA = 0.2
+
+
+class CostEstimate(Protocol):
+    def seconds(self, bucket: int) -> float:
+        """Expected model time of one feature padded to `bucket` tokens (0.0 when nothing is known yet)."""
+        ...
+
+    def observe(self, bucket: int, batch: int, seconds: float) -> None:
+        """One model call of `batch` features of `bucket` tokens took `seconds` (called on the inference thread)."""
+        ...
+
+    def snapshot(self) -> dict[int, float]:
+        """The current estimate per observed bucket (for /stats)."""
+        ...
+
+
+class EwmaCost:
+    """Seconds per feature per bucket, as a moving average over model calls of any batch size.
+
+    A bucket never observed is priced from the nearest observed one, scaled by its padded tokens.
+    """
+
+    def __init__(self, alpha: float = EWMA_ALPHA) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError("alpha must be in (0, 1]")
+        self._alpha = alpha
+        self._per_feature: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, bucket: int, batch: int, seconds: float) -> None:
+        if batch < 1 or seconds < 0.0:
+            return
+        sample = seconds / batch
+        with self._lock:
+            old = self._per_feature.get(bucket)
+            self._per_feature[bucket] = sample if old is None else old + self._alpha * (sample - old)
+
+    def seconds(self, bucket: int) -> float:
+        with self._lock:
+            known = self._per_feature.get(bucket)
+            if known is not None:
+                return known
+            if not self._per_feature:
+                return 0.0
+            nearest = min(self._per_feature, key=lambda b: (abs(b - bucket), b))
+            return self._per_feature[nearest] * bucket / nearest
+
+    def snapshot(self) -> dict[int, float]:
+        with self._lock:
+            return dict(sorted(self._per_feature.items()))
+
+
+class Refused(Exception):
+    """Admission said no; the message is short and safe to show a client."""
+
+
+class Overloaded(Refused):
+    """The work already queued leaves too little time before this request's deadline (retry later)."""
+
+
+class TooLarge(Refused):
+    """The request alone needs more model time than the whole timeout (retrying cannot help)."""
+
+
+@dataclass(eq=False)
+class Charge:
+    """The expected model time of one admitted feature, held in the backlog until it runs or is dropped."""
+
+    seconds: float
+    released: bool = False
+
+
+class Admission:
+    def __init__(self, timeout_s: float, enabled: bool = True) -> None:
+        self.timeout_s = timeout_s
+        self.enabled = enabled
+        self._backlog = 0.0
+        self._lock = threading.Lock()
+        self.admitted = 0
+        self.refused_busy = 0
+        self.refused_too_large = 0
+
+    @property
+    def backlog_s(self) -> float:
+        with self._lock:
+            return max(0.0, self._backlog)
+
+    def admit(self, costs: Sequence[float], now: float, deadline: float) -> list[Charge]:
+        """Charges for `costs` (one per feature), or Overloaded/TooLarge when they cannot finish by `deadline`."""
+        need = sum(costs)
+        with self._lock:
+            if self.enabled:
+                if need > self.timeout_s:
+                    self.refused_too_large += 1
+                    raise TooLarge(
+                        f"this request needs ~{need:.1f}s of model time, more than the {self.timeout_s:g}s timeout "
+                        "(shorten the context or split the request)"
+                    )
+                if now + self._backlog + need > deadline:
+                    self.refused_busy += 1
+                    raise Overloaded(
+                        f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
+                        f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later"
+                    )
+            self._backlog += need
+            self.admitted += 1
+        return [Charge(cost) for cost in costs]
+
+    def release(self, charges: Iterable[Charge]) -> None:
+        """Take charges out of the backlog (their work ran, or was dropped); releasing twice is harmless."""
+        with self._lock:
+            for charge in charges:
+                if not charge.released:
+                    charge.released = True
+                    self._backlog -= charge.seconds

@@ -1,0 +1,308 @@
+"""The serving service: model lifecycle and the QA sequence, with no HTTP in sight.
+
+`QAService.start()` verifies and loads the model on the inference thread (runtimes set per-thread state such as
+flush-to-zero at load), then drops root; `answer()` runs featurize -> window limit -> admission -> micro-batched
+model calls -> decode for one parsed request. The HTTP layer (container/app.py) maps the errors below to statuses.
+
+Work whose caller is gone never reaches the model: a request that times out or whose client disconnects is
+cancelled, its queued windows leave the batcher's queue at once, and the inference thread skips the windows of
+such requests before each model call (the deadline is checked there too, on the same clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from container import payload
+from container.admission import Admission, Charge, CostEstimate, EwmaCost
+from container.batching import BatcherClosed, MicroBatcher
+from container.clock import Clock, MonotonicClock
+from container.env import ServerSettings
+from container.handlers import HandlerError
+from container.manifest import ManifestError
+from container.predictor import CallObserver, Logits, Predictor, PredictorOptions
+from container.privileges import drop_privileges
+from container.qa import Answer, Feature
+
+log = logging.getLogger("sagebox.server")
+
+# Tokenize in a worker thread above this many characters, so a huge context cannot stall /ping.
+INLINE_TOKENIZE_CHARS = 64 * 1024
+# What a client is told about a model that did not load; the details (paths, library messages) stay in the log.
+REFUSED_REASON = "model refused: the model directory failed verification"
+FAILED_REASON = "model failed to load; see the server log"
+# The log line carrying the detail is at most this long (a TorchScript error carries its whole script traceback).
+MAX_DETAIL_CHARS = 2000
+
+Loader = Callable[[CallObserver], Predictor]
+
+
+class ModelStatus(enum.Enum):
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class ServiceError(Exception):
+    """A request the service cannot answer; the message is safe to show the client."""
+
+
+class NotReady(ServiceError):
+    """The model is loading, failed to load, or the server is shutting down."""
+
+
+class TooManyWindows(ServiceError):
+    """The request needs more model windows than SAGEBOX_MAX_FEATURES_PER_REQUEST."""
+
+
+class DeadlineExceeded(ServiceError):
+    """The answer was not ready within SAGEMAKER_MODEL_SERVER_TIMEOUT of the request's arrival."""
+
+
+@dataclass(eq=False)
+class _Job:
+    """One request's state, read by the inference thread before each model call."""
+
+    deadline: float
+    abandoned: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class _Work:
+    """One window of one request, as the batcher carries it."""
+
+    feature: Feature
+    job: _Job
+    charge: Charge
+
+
+@dataclass(frozen=True)
+class _LoadFailure:
+    reason: str  # for clients
+    detail: str  # for the log
+
+
+class QAService:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        *,
+        loader: Loader | None = None,
+        clock: Clock | None = None,
+        cost: CostEstimate | None = None,
+        drop_privileges: Callable[[str], object] = drop_privileges,
+    ) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or MonotonicClock()
+        self.cost: CostEstimate = cost or EwmaCost()
+        self.admission = Admission(settings.timeout_s, settings.admission_control)
+        self.status = ModelStatus.LOADING
+        self.reason = ""  # why the model is not available, as clients see it
+        self.load_seconds = 0.0
+        self._loader = loader or self._load_from_settings
+        self._drop_privileges = drop_privileges
+        self._started = False
+        self._predictor: Predictor | None = None
+        self._batcher: MicroBatcher[_Work, Logits | None] | None = None
+        self.timed_out = 0
+        self.abandoned = 0
+        self.dropped_features = 0  # windows the inference thread skipped: their caller was gone
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the model on the inference thread, drop root, and become READY (or FAILED). Runs once."""
+        if self._started:
+            return
+        self._started = True
+        batcher: MicroBatcher[_Work, Logits | None] = MicroBatcher(
+            self._run, self.settings.max_batch_size, self.settings.max_batch_wait_ms / 1000.0
+        )
+        batcher.start()
+        try:
+            outcome = await batcher.call(self._load)
+        except asyncio.CancelledError:
+            await batcher.close(wait=False)
+            raise
+        if isinstance(outcome, _LoadFailure):
+            self.status, self.reason = ModelStatus.FAILED, outcome.reason
+        # The model is read (or refused) as whoever started the server; requests are served as the service user.
+        self._drop_privileges(self.settings.service_user)
+        if isinstance(outcome, _LoadFailure):
+            await batcher.close()
+            return
+        self._predictor, self._batcher = outcome, batcher
+        self.status = ModelStatus.READY
+        m = outcome.manifest
+        log.info(
+            "model ready in %.1fs: variant=%s runtime=%s buckets=%s threads=%d max_batch=%d max_batch_tokens=%d",
+            self.load_seconds,
+            m.variant,
+            m.runtime,
+            m.sequence_buckets,
+            self.settings.intra_op_threads,
+            self.settings.max_batch_size,
+            self.settings.max_batch_tokens,
+        )
+
+    async def close(self) -> None:
+        """Fail queued work and stop the inference thread (without waiting for a model call still running: after
+        a drain deadline cut requests off, their last call must not hold up the exit)."""
+        batcher = self._batcher
+        if batcher is not None:
+            await batcher.close(wait=not batcher.busy)
+
+    def _load_from_settings(self, on_call: CallObserver) -> Predictor:
+        s = self.settings
+        options = PredictorOptions(
+            threads=s.intra_op_threads,
+            spin_wait=s.spin_wait,
+            flush_denormals=s.flush_denormals,
+            doc_stride=s.doc_stride,
+            max_answer_tokens=s.max_answer_tokens,
+            max_batch_size=s.max_batch_size,
+            max_batch_tokens=s.max_batch_tokens,
+        )
+        return Predictor.load(s.model_dir, options, on_call=on_call)
+
+    def _load(self) -> Predictor | _LoadFailure:
+        """Verify and load the model (blocking, on the inference thread); why not, when it cannot."""
+        started = time.perf_counter()
+        try:
+            predictor = self._loader(self.cost.observe)
+        except ManifestError as exc:
+            failure = _LoadFailure(REFUSED_REASON, f"model refused: {_one_line(exc)}")
+        except Exception as exc:
+            if not isinstance(exc, HandlerError):  # unexpected: whoever debugs it needs the traceback
+                log.error("loading the model from %s raised:", self.settings.model_dir, exc_info=exc)
+            failure = _LoadFailure(FAILED_REASON, f"model failed to load: {type(exc).__name__}: {_one_line(exc)}")
+        else:
+            self.load_seconds = time.perf_counter() - started
+            return predictor
+        # One line the control plane reads back from the container's log: "model refused: ..." or "model failed
+        # to load: ...", followed by the detail. Clients only get the short reason.
+        log.error("%s", failure.detail)
+        return failure
+
+    # --- answering ------------------------------------------------------------------------------------------------
+
+    def check_ready(self) -> None:
+        if self.status is ModelStatus.LOADING:
+            raise NotReady("model is loading")
+        if self.status is ModelStatus.FAILED:
+            raise NotReady(f"model is not available: {self.reason}")
+
+    async def answer(self, request: payload.Request, arrived: float) -> list[Answer]:
+        """Answers for `request`, in order, or a ServiceError / Refused / InputTooLong saying why not.
+
+        `arrived` (on `self.clock`) starts the SAGEMAKER_MODEL_SERVER_TIMEOUT budget.
+        """
+        self.check_ready()
+        predictor, batcher = self._predictor, self._batcher
+        assert predictor is not None and batcher is not None
+        deadline = arrived + self.settings.timeout_s
+        groups = await self._featurize(predictor, request)
+        flat = [f for group in groups for f in group]
+        if len(flat) > self.settings.max_features_per_request:
+            raise TooManyWindows(
+                f"request needs {len(flat)} model windows; the limit is {self.settings.max_features_per_request} "
+                "(shorten the context or split the request)"
+            )
+        charges = self.admission.admit([self.cost.seconds(f.bucket) for f in flat], self.clock.now(), deadline)
+        job = _Job(deadline)
+        try:
+            async with self.clock.timeout_at(deadline):  # the deadline cancels the wait, then raises TimeoutError
+                try:
+                    logits = await batcher.submit([_Work(f, job, c) for f, c in zip(flat, charges, strict=True)])
+                except TimeoutError as exc:  # the model's own, which is a model failure (500), not our deadline
+                    raise RuntimeError(f"the model raised TimeoutError: {exc}") from exc
+        except TimeoutError:
+            self.timed_out += 1
+            raise DeadlineExceeded(f"inference took longer than {self.settings.timeout_s}s") from None
+        except BatcherClosed:
+            raise NotReady("server is shutting down") from None
+        except asyncio.CancelledError:
+            self.abandoned += 1
+            raise
+        finally:
+            job.abandoned = True  # whatever of it is still queued is not wanted any more
+            self.admission.release(charges)
+        if any(item is None for item in logits):  # the inference thread saw the deadline pass first
+            self.timed_out += 1
+            raise DeadlineExceeded(f"inference took longer than {self.settings.timeout_s}s")
+        complete = cast(list[Logits], logits)
+        answers = []
+        cursor = 0
+        for question, group in zip(request.questions, groups, strict=True):
+            answers.append(predictor.processor.decode(question.context, group, complete[cursor : cursor + len(group)]))
+            cursor += len(group)
+        return answers
+
+    async def _featurize(self, predictor: Predictor, request: payload.Request) -> list[list[Feature]]:
+        def featurize() -> list[list[Feature]]:
+            return [predictor.processor.featurize(q.question, q.context) for q in request.questions]
+
+        size = sum(len(q.question) + len(q.context) for q in request.questions)
+        if size > INLINE_TOKENIZE_CHARS:
+            return await asyncio.to_thread(featurize)
+        return featurize()
+
+    def _run(self, items: Sequence[_Work]) -> list[Logits | None]:
+        """On the inference thread: model calls for the windows whose callers still wait and are within deadline."""
+        predictor = self._predictor
+        assert predictor is not None
+
+        def wanted(index: int) -> bool:
+            job = items[index].job
+            if job.abandoned or self.clock.now() >= job.deadline:
+                self.dropped_features += 1
+                return False
+            return True
+
+        try:
+            return predictor.run_wanted([item.feature for item in items], wanted)
+        finally:
+            self.admission.release(item.charge for item in items)
+
+    # --- reporting ------------------------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"status": self.status.value, "load_seconds": round(self.load_seconds, 3)}
+        batcher, predictor = self._batcher, self._predictor
+        if batcher is not None and predictor is not None:
+            body["batches"] = batcher.stats.batches
+            body["features"] = batcher.stats.items
+            body["largest_batch"] = batcher.stats.largest
+            body["batch_sizes"] = {str(k): v for k, v in sorted(batcher.stats.sizes.items())}
+            body["queued_features"] = batcher.queued
+            body["model_busy"] = batcher.busy
+            body["model_calls"] = predictor.calls_by_bucket()
+            body["manifest"] = {
+                "variant": predictor.manifest.variant,
+                "runtime": predictor.manifest.runtime,
+                "sequence_buckets": predictor.manifest.sequence_buckets,
+            }
+        estimate = self.cost.snapshot()
+        body["admission"] = {
+            "enabled": self.admission.enabled,
+            "backlog_s": round(self.admission.backlog_s, 6),
+            "admitted": self.admission.admitted,
+            "refused_busy": self.admission.refused_busy,
+            "refused_too_large": self.admission.refused_too_large,
+            "timed_out": self.timed_out,
+            "abandoned": self.abandoned,
+            "dropped_features": self.dropped_features,
+            "seconds_per_feature": {str(b): round(s, 6) for b, s in estimate.items()},
+        }
+        return body
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 3] + "..."

@@ -1,0 +1,82 @@
+"""Admission control's arithmetic and the measured cost estimate, on numbers the tests choose."""
+
+from __future__ import annotations
+
+import pytest
+
+from container.admission import Admission, EwmaCost, Overloaded, TooLarge
+from container.predictor import Predictor
+from tests.container.fakes import GateHandler, fake_manifest
+
+
+def test_the_estimate_starts_at_the_first_observation_then_moves_by_alpha() -> None:
+    cost = EwmaCost(alpha=0.25)
+    assert cost.seconds(128) == 0.0  # nothing measured: nothing refused
+    cost.observe(128, 1, 0.4)
+    assert cost.seconds(128) == pytest.approx(0.4)
+    cost.observe(128, 4, 0.8)  # 0.2 s per feature in a batch of four
+    assert cost.seconds(128) == pytest.approx(0.4 + 0.25 * (0.2 - 0.4))
+    assert cost.snapshot() == {128: pytest.approx(0.35)}
+
+
+def test_an_unmeasured_bucket_is_priced_from_the_nearest_by_tokens() -> None:
+    cost = EwmaCost()
+    cost.observe(64, 1, 0.1)
+    cost.observe(384, 1, 0.9)
+    assert cost.seconds(96) == pytest.approx(0.1 * 96 / 64)
+    assert cost.seconds(320) == pytest.approx(0.9 * 320 / 384)
+
+
+def test_bad_observations_are_ignored_and_alpha_is_checked() -> None:
+    cost = EwmaCost()
+    cost.observe(64, 0, 1.0)
+    cost.observe(64, 1, -1.0)
+    assert cost.snapshot() == {}
+    with pytest.raises(ValueError, match="alpha"):
+        EwmaCost(alpha=0.0)
+
+
+def test_admission_holds_at_most_one_timeout_of_model_time() -> None:
+    admission = Admission(timeout_s=10.0)
+    now = 100.0
+    first = admission.admit([3.0, 3.0], now, now + 10.0)
+    assert admission.backlog_s == 6.0
+    with pytest.raises(Overloaded, match=r"6\.0s of queued model time"):
+        admission.admit([4.5], now, now + 10.0)
+    admission.admit([4.0], now, now + 10.0)  # exactly fits
+    assert admission.backlog_s == 10.0
+    admission.release(first[:1])
+    admission.release(first[:1])  # twice is harmless
+    assert admission.backlog_s == 7.0
+    assert (admission.admitted, admission.refused_busy, admission.refused_too_large) == (2, 1, 0)
+
+
+def test_time_already_spent_counts_against_the_deadline() -> None:
+    admission = Admission(timeout_s=10.0)
+    arrived = 100.0
+    with pytest.raises(Overloaded):
+        admission.admit([2.0], arrived + 9.0, arrived + 10.0)  # a slow upload left 1 s
+    admission.admit([1.0], arrived + 9.0, arrived + 10.0)
+
+
+def test_work_longer_than_the_timeout_is_too_large_and_switching_off_admits_all() -> None:
+    with pytest.raises(TooLarge, match="more than the 10s timeout"):
+        Admission(timeout_s=10.0).admit([6.0, 6.0], 0.0, 10.0)
+    off = Admission(timeout_s=10.0, enabled=False)
+    off.admit([6.0, 6.0], 0.0, 10.0)
+    off.admit([6.0, 6.0], 0.0, 10.0)
+    assert off.backlog_s == 24.0 and off.admitted == 2
+
+
+def test_the_predictor_times_every_model_call_on_its_timer() -> None:
+    from container.qa import QAProcessor
+    from tests.conftest import minilm_tokenizer_path
+
+    ticks = iter([10.0, 10.25, 20.0, 20.75])
+    seen: list[tuple[int, int, float]] = []
+    processor = QAProcessor.from_file(str(minilm_tokenizer_path()), [64, 128], 128, 30)
+    predictor = Predictor(
+        fake_manifest(), GateHandler(), processor, 8, 512, lambda *call: seen.append(call), lambda: next(ticks)
+    )
+    predictor.run([processor.filler_feature(64)] * 3 + [processor.filler_feature(128)])
+    assert seen == [(64, 3, 0.25), (128, 1, 0.75)]
