@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sagebox.box import processes, runtime_gateway
-from sagebox.box.routes import Route, save_routes
+from sagebox.box.routes import Route, VariantRoute, save_routes
 from sagebox.local_server import LocalServer, free_port
 from tests.conftest import minilm_tokenizer_path
 from tests.container.toy_model import FAIL_WORD, build_toy_model_dir
@@ -35,8 +35,8 @@ def gateway(backend: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> I
     save_routes(
         routes,
         {
-            "qa-int8": Route("qa-int8", backend.url, variant="AllTraffic"),
-            "qa-down": Route("qa-down", f"http://127.0.0.1:{dead}"),
+            "qa-int8": Route("qa-int8", (VariantRoute("AllTraffic", 1.0, (backend.url,)),)),
+            "qa-down": Route("qa-down", (VariantRoute("AllTraffic", 1.0, (f"http://127.0.0.1:{dead}",)),)),
         },
     )
     url, pid = runtime_gateway.spawn(routes, routes.parent / "gateway.log")
@@ -113,8 +113,8 @@ def test_route_table_is_reread_when_it_changes(gateway: str, backend: LocalServe
     path = tmp_path / "routes.json"
     table = RouteTable(path)
     assert table.get("a") is None
-    save_routes(path, {"a": Route("a", backend.url)})
+    save_routes(path, {"a": Route("a", (VariantRoute("AllTraffic", 1.0, (backend.url,)),))})
     route = table.get("a")
-    assert route is not None and route.url == backend.url
+    assert route is not None and route.variants[0].urls == (backend.url,)
     save_routes(path, {})
     assert table.get("a") is None
