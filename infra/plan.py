@@ -11,9 +11,9 @@ from container import env as container_env
 from infra.catalog import CatalogError, InstanceSpec, instance
 from infra.errors import TargetError
 from infra.model_artifact import ArtifactInfo, inspect_artifact
-from infra.rules import check_size, check_variant
+from infra.rules import check_emulation, check_size, check_variant
 from infra.settings import AppSettings
-from infra.targets import BUILD_IMAGE, S3_URI, Target, Variant, s3_uri_problem, select
+from infra.targets import BUILD_IMAGE, S3_URI, NeuronBackend, Target, Variant, s3_uri_problem, select
 
 VARIANT_NAME = "AllTraffic"
 MAX_ENDPOINT_NAME = 63
@@ -93,6 +93,8 @@ class EndpointPlan:
     startup_timeout_s: int
     canary_instances: int | None
     max_deployment_s: int
+    # What compiled the model of a Neuron target (None on CPU targets).
+    neuron_backend: NeuronBackend | None = None
 
     @property
     def name(self) -> str:
@@ -116,20 +118,28 @@ def parse_ecr_uri(uri: str) -> EcrRepository | None:
     return EcrRepository(partition=partition, region=region, account=match["account"], name=match["repository"])
 
 
+def _build_image(
+    target: str, settings: AppSettings, dockerfile: str, key: str, what: str
+) -> tuple[Path, tuple[str, ...]]:
+    """The build context's Dockerfile check and the exclusions every image asset shares."""
+    path = settings.build_context / dockerfile
+    if not path.is_file():
+        raise TargetError(
+            f"target {target!r}: {what} needs {path}, which does not exist "
+            f"(set build_context and {key}, e.g. cdk -c build_context=... -c {key}=..., or give an ECR image URI)"
+        )
+    # Model data reaches the endpoint as ModelDataUrl, never through the image.
+    exclude = IMAGE_EXCLUDES
+    model_dir, context = settings.model_dir.resolve(), settings.build_context.resolve()
+    if model_dir != context and model_dir.is_relative_to(context):
+        exclude += (model_dir.relative_to(context).as_posix(),)
+    return context, exclude
+
+
 def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage | RegistryImage:
+    """The CPU serving image (`build`: container/Dockerfile, with the offline build arguments), or an ECR image."""
     if image == BUILD_IMAGE:
-        dockerfile = settings.build_context / settings.dockerfile
-        if not dockerfile.is_file():
-            raise TargetError(
-                f"target {target!r}: image 'build' needs {dockerfile}, which does not exist "
-                "(set build_context and dockerfile, e.g. cdk -c build_context=... -c dockerfile=..., "
-                "or give an ECR image URI)"
-            )
-        # Model data reaches the endpoint as ModelDataUrl, never through the image.
-        exclude = IMAGE_EXCLUDES
-        model_dir, context = settings.model_dir.resolve(), settings.build_context.resolve()
-        if model_dir != context and model_dir.is_relative_to(context):
-            exclude += (model_dir.relative_to(context).as_posix(),)
+        context, exclude = _build_image(target, settings, settings.dockerfile, "dockerfile", "image 'build'")
         build_args: dict[str, str] = {}
         if settings.base_image:
             build_args["BASE_IMAGE"] = settings.base_image
@@ -147,6 +157,23 @@ def resolve_image(target: str, image: str, settings: AppSettings) -> BuildImage 
             "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY[:TAG|@sha256:DIGEST])"
         )
     return RegistryImage(uri=image, repository=repository)
+
+
+def resolve_neuron_image(target: str, settings: AppSettings, base_image: str | None) -> BuildImage:
+    """The Neuron serving image (container/Dockerfile.neuron on an AWS Neuron PyTorch DLC) of torch_neuronx models.
+
+    Its only build argument is its own BASE_IMAGE (the target's neuron_base_image); the CPU image's offline build
+    arguments (base_image, wheelhouse) do not apply to it.
+    """
+    _, exclude = _build_image(
+        target, settings, settings.neuron_dockerfile, "neuron_dockerfile", "the Neuron image of a torch_neuronx model"
+    )
+    return BuildImage(
+        context=settings.build_context,
+        dockerfile=settings.neuron_dockerfile,
+        exclude=exclude,
+        build_args={"BASE_IMAGE": base_image} if base_image else {},
+    )
 
 
 def _wheelhouse(target: str, path: Path, context: Path) -> str:
@@ -195,6 +222,29 @@ def resolve_variant(target: Target, artifact: ArtifactInfo | None) -> Variant:
     return variant
 
 
+def resolve_neuron_backend(target: Target, artifact: ArtifactInfo | None) -> NeuronBackend:
+    """What compiled a neuron model: its manifest's compile.backend, else the target's neuron_backend."""
+    manifest = artifact.manifest if artifact else None
+    if manifest is not None and manifest.compile is None:
+        raise TargetError(
+            f"target {target.name!r}: the neuron manifest inside {artifact.path if artifact else 'the model'} records "
+            "no compile section: compile the model again with `sagebox compile`"
+        )
+    found = manifest.compile.backend if manifest and manifest.compile else None
+    if target.neuron_backend and found and target.neuron_backend != found:
+        raise TargetError(
+            f"target {target.name!r}: declares neuron_backend {target.neuron_backend!r} but the manifest inside "
+            f"{artifact.path if artifact else 'the model'} says {found!r}"
+        )
+    backend = target.neuron_backend or found
+    if backend is None:
+        where = "its tarball has no manifest.json" if artifact else "synth cannot read a manifest from S3"
+        raise TargetError(
+            f'target {target.name!r}: set "neuron_backend" (torch_neuronx, or neuron_emu with allow_emulated): {where}'
+        )
+    return backend
+
+
 def container_environment(target: str, spec: InstanceSpec, overrides: Mapping[str, str]) -> dict[str, str]:
     """Server settings sized to the instance, plus overrides, checked by the container's own parser."""
     known = {
@@ -237,13 +287,22 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
     model, artifact = resolve_model(target.name, model_data, settings)
     variant = resolve_variant(target, artifact)
     check_variant(target.name, variant, spec)
+    backend = resolve_neuron_backend(target, artifact) if variant == "neuron" else None
+    if backend is not None:
+        check_emulation(target.name, backend, spec, allowed=target.allow_emulated or settings.allow_emulated)
     if target.model_size_gib is not None:
         size_bytes: int | None = int(target.model_size_gib * 2**30)
     else:
         size_bytes = artifact.size_bytes if artifact else None
     if size_bytes is not None:
         check_size(target.name, size_bytes, spec)
-    image = resolve_image(target.name, settings.image_uri or target.image, settings)
+    image_ref = settings.image_uri or target.image
+    # The image follows the artifact: torch_neuronx graphs need the Neuron image; neuron_emu graphs are TorchScript
+    # on the host CPU and run in the CPU image (on inf2/trn1 only when emulation is allowed, checked above).
+    if image_ref == BUILD_IMAGE and backend == "torch_neuronx":
+        image: BuildImage | RegistryImage = resolve_neuron_image(target.name, settings, target.neuron_base_image)
+    else:
+        image = resolve_image(target.name, image_ref, settings)
     startup = target.startup_timeout_s or (900 if spec.is_neuron else 300)
     floor = target.autoscaling.min_instances if target.autoscaling else target.instance_count
     deployment = target.deployment
@@ -261,6 +320,7 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
         # A canary is at most half the fleet: one instance shifts all at once (alarms still watched).
         canary_instances=1 if floor >= 2 else None,
         max_deployment_s=min(14_400, max(600, 2 * deployment.bake_s + deployment.termination_wait_s + startup + 600)),
+        neuron_backend=backend,
     )
 
 

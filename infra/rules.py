@@ -37,3 +37,15 @@ def check_size(target: str, size_bytes: int, spec: InstanceSpec) -> None:
         limit, what = spec.memory_gib, f"memory of {spec.name}"
     if size_gib > limit:
         raise TargetError(f"target {target!r}: the model ({size_gib:.1f} GiB) is larger than the {limit} GiB {what}")
+
+
+def check_emulation(target: str, backend: str, spec: InstanceSpec, *, allowed: bool) -> None:
+    """A neuron_emu model is TorchScript on the host CPU: on an inf2/trn1 instance that is CPU inference billed at
+    the accelerator's price. Refused unless the target or the app allows it (the local box does)."""
+    if backend == "neuron_emu" and spec.is_neuron and not allowed:
+        raise TargetError(
+            f"target {target!r}: the model was compiled by neuron_emu, an emulator whose graphs run on the host CPU: "
+            f"on {spec.name} that is CPU inference at accelerator prices; compile it with `sagebox compile --backend "
+            "torch-neuronx` on a Neuron host or in the AWS Neuron PyTorch DLC, or set allow_emulated: true (target "
+            "field, or -c allow_emulated=true) to accept that"
+        )

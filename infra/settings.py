@@ -16,6 +16,7 @@ from infra.targets import DEFAULT_TARGETS_FILE
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL_DIR = REPO_ROOT / "build" / "models"
 DEFAULT_DOCKERFILE = "container/Dockerfile"
+DEFAULT_NEURON_DOCKERFILE = "container/Dockerfile.neuron"
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 # Context key -> what it sets (README and `--help`-style errors list these).
@@ -29,12 +30,18 @@ CONTEXT_KEYS: dict[str, str] = {
     "cfn_validate": "true: also run CDK's CloudFormation schema validation (findings fail the synth; slower)",
     "build_context": "docker build context of 'build' images (default: the repository root)",
     "dockerfile": "Dockerfile path inside the build context (default container/Dockerfile)",
+    "neuron_dockerfile": "Dockerfile of the Neuron image of torch_neuronx models (default container/Dockerfile.neuron)",
     "base_image": "base image of 'build' images (build argument BASE_IMAGE; default: ECR Public's Python image)",
     "wheelhouse": "folder of wheels inside the build context: pip installs from it alone (offline builds)",
+    "allow_emulated": "true: inf2/trn1 targets may serve neuron_emu models on the host CPU (the local box sets it)",
 }
 # Environment variables that stand for a context key when the CLI does not pass it (`sagebox env` sets them for
 # the offline box, so that `npx cdk deploy` runs unchanged there).
-CONTEXT_ENV: dict[str, str] = {"base_image": "SAGEBOX_BASE_IMAGE", "wheelhouse": "SAGEBOX_WHEELHOUSE"}
+CONTEXT_ENV: dict[str, str] = {
+    "base_image": "SAGEBOX_BASE_IMAGE",
+    "wheelhouse": "SAGEBOX_WHEELHOUSE",
+    "allow_emulated": "SAGEBOX_ALLOW_EMULATED",
+}
 
 
 @dataclass(frozen=True)
@@ -48,8 +55,12 @@ class AppSettings:
     cfn_validate: bool = False
     build_context: Path = REPO_ROOT
     dockerfile: str = DEFAULT_DOCKERFILE
+    neuron_dockerfile: str = DEFAULT_NEURON_DOCKERFILE
     base_image: str | None = None
     wheelhouse: Path | None = None
+    # Emulator-compiled models on inf2/trn1 are CPU inference at accelerator prices: refused unless allowed here
+    # (every target) or by the target itself.
+    allow_emulated: bool = False
 
     def __post_init__(self) -> None:
         if not PREFIX_PATTERN.match(self.prefix) or len(self.prefix) > 20:
@@ -72,14 +83,14 @@ class AppSettings:
         ):
             if context.get(key) not in (None, ""):
                 values[attr] = (cwd / str(context[key])).resolve()
-        for key in ("prefix", "image_uri", "dockerfile", "base_image"):
+        for key in ("prefix", "image_uri", "dockerfile", "neuron_dockerfile", "base_image"):
             if context.get(key) not in (None, ""):
                 values[key] = str(context[key])
         if context.get("only") not in (None, ""):
             values["only"] = _names(context["only"])
         if context.get("model_data") not in (None, ""):
             values["model_data"] = _mapping(context["model_data"])
-        for key in ("cfn_validate",):
+        for key in ("cfn_validate", "allow_emulated"):
             if key in context:
                 values[key] = _flag(key, context[key])
         return cls(**values)

@@ -18,6 +18,9 @@ from infra.errors import TargetError
 DEFAULT_TARGETS_FILE = Path(__file__).resolve().parent / "targets.json"
 
 Variant = Literal["fp32", "int8", "neuron"]
+# What compiled a neuron model (the manifest's compile.backend): Sagebox's emulator (TorchScript on the host CPU)
+# or AWS's torch-neuronx (graphs for NeuronCores).
+NeuronBackend = Literal["neuron_emu", "torch_neuronx"]
 NAME_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 BUILD_IMAGE = "build"
 # Stack names derive from target names; these would collide with the app's own stacks.
@@ -91,6 +94,13 @@ class Target(_Spec):
     deployment: DeploymentSpec = DeploymentSpec()
     startup_timeout_s: int | None = Field(default=None, ge=60, le=3600)
     environment: dict[str, str] = Field(default_factory=dict)
+    # inf2/trn1 only. The backend of model data synth cannot read (S3, or a tarball without manifest); a local
+    # manifest must agree with it.
+    neuron_backend: NeuronBackend | None = None
+    # inf2/trn1 only. Accept a neuron_emu model: CPU inference billed at the accelerator instance's price.
+    allow_emulated: bool = False
+    # inf2/trn1 only. Base of the Neuron image (BASE_IMAGE of container/Dockerfile.neuron); None: its default.
+    neuron_base_image: str | None = Field(default=None, min_length=1, pattern=r"^\S+$")
 
     @field_validator("model_data")
     @classmethod

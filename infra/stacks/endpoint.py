@@ -37,7 +37,10 @@ class Arn:
 
 
 def serving_image_asset(scope: Construct, construct_id: str, image: BuildImage) -> ecr_assets.DockerImageAsset:
-    """The serving image as a CDK image asset: what `cdk synth` stages and cdk-assets builds (linux/amd64)."""
+    """A serving image as a CDK image asset: what `cdk synth` stages and cdk-assets builds (linux/amd64).
+
+    Whichever the plan chose: the CPU image (container/Dockerfile) or the Neuron image (container/Dockerfile.neuron).
+    """
     return ecr_assets.DockerImageAsset(
         scope,
         construct_id,
@@ -60,10 +63,11 @@ class EndpointStack(cdk.Stack):
         artifacts: ArtifactsStack,
         **kwargs: Any,
     ) -> None:
+        emulated = " (neuron_emu: emulated on the host CPU)" if plan.neuron_backend == "neuron_emu" else ""
         super().__init__(
             scope,
             construct_id,
-            description=f"Sagebox endpoint {plan.endpoint_name}: {plan.variant} on {plan.instance.name}",
+            description=f"Sagebox endpoint {plan.endpoint_name}: {plan.variant} on {plan.instance.name}{emulated}",
             **kwargs,
         )
         self.add_stack_dependency(artifacts, "the endpoint uses the artifacts key and bucket")
@@ -146,6 +150,13 @@ class EndpointStack(cdk.Stack):
         cdk.CfnOutput(self, "InstanceType", value=plan.instance.name)
         cdk.CfnOutput(self, "ModelVariant", value=plan.variant)
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
+        if plan.neuron_backend:
+            cdk.CfnOutput(
+                self,
+                "NeuronBackend",
+                value=plan.neuron_backend,
+                description="What compiled the model: torch_neuronx (NeuronCores) or neuron_emu (the host CPU)",
+            )
 
     def _image(self) -> tuple[str, str | None]:
         """The image URI and the ECR repository ARN the role pulls from (None: not an ECR image)."""

@@ -24,6 +24,9 @@ def box_environment(state: BoxState) -> dict[str, str]:
         "AWS_SECRET_ACCESS_KEY": ACCESS_KEY,
         # No instance metadata service here: without this the CDK CLI spends seconds probing for one.
         "AWS_EC2_METADATA_DISABLED": "true",
+        # A user's `npx cdk deploy` into the box accepts emulated Neuron models, as the box's own deploys do
+        # (infra/settings.py: the allow_emulated context key).
+        "SAGEBOX_ALLOW_EMULATED": "1",
     }
     if state.docker_host:
         env["DOCKER_HOST"] = state.docker_host

@@ -138,7 +138,8 @@ def image_uri(state: BoxState) -> str:
 
 
 def cdk_context(state: BoxState, targets: Sequence[str]) -> list[str]:
-    args = ["-c", f"model_dir={state.models_dir}", "-c", f"only={','.join(targets)}"]
+    # The box serves neuron_emu models on inf2/trn1 targets (on the host CPU): its own deploys allow them.
+    args = ["-c", f"model_dir={state.models_dir}", "-c", f"only={','.join(targets)}", "-c", "allow_emulated=true"]
     if state.mode == "processes":
         args += ["-c", f"image_uri={image_uri(state)}"]
     return args

@@ -8,10 +8,11 @@ import io
 import tarfile
 from pathlib import Path
 
-from container.manifest import Manifest, QuantizationSpec, SourceSpec, TokenizerSpec
+from container.manifest import CompileSpec, Manifest, QuantizationSpec, SourceSpec, TokenizerSpec
 
 
-def manifest_for(variant: str, files: dict[str, bytes]) -> Manifest:
+def manifest_for(variant: str, files: dict[str, bytes], neuron_backend: str = "neuron_emu") -> Manifest:
+    """A valid manifest; a neuron one records its compile backend (neuron_emu is what `sagebox build` makes)."""
     return Manifest(
         tool_version="0.1.0",
         variant=variant,  # type: ignore[arg-type]
@@ -25,16 +26,32 @@ def manifest_for(variant: str, files: dict[str, bytes]) -> Manifest:
             if variant == "int8"
             else None
         ),
+        compile=(
+            CompileSpec(
+                backend=neuron_backend,  # type: ignore[arg-type]
+                compiler="test",
+                auto_cast="matmult",
+                auto_cast_type="bf16",
+            )
+            if variant == "neuron"
+            else None
+        ),
         files={name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
     )
 
 
-def write_tarball(path: Path, variant: str | None, payload: bytes = b"\0" * 4096, manifest_first: bool = True) -> Path:
+def write_tarball(
+    path: Path,
+    variant: str | None,
+    payload: bytes = b"\0" * 4096,
+    manifest_first: bool = True,
+    neuron_backend: str = "neuron_emu",
+) -> Path:
     """A deterministic model.tar.gz (fixed mtimes); `variant` None writes no manifest."""
     files = {"model.pt": payload, "tokenizer.json": b"{}"}
     members = list(files.items())
     if variant is not None:
-        entry = ("manifest.json", manifest_for(variant, files).to_json().encode())
+        entry = ("manifest.json", manifest_for(variant, files, neuron_backend).to_json().encode())
         members = [entry, *members] if manifest_first else [*members, entry]
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
@@ -49,7 +66,9 @@ def write_tarball(path: Path, variant: str | None, payload: bytes = b"\0" * 4096
 
 
 def write_model_dir(root: Path) -> Path:
-    """The layout infra/targets.json expects under its model directory."""
+    """The layout infra/targets.json expects under its model directory (neuron/: compiled by neuron_emu, as
+    `sagebox build` makes it), plus neuronx/: a neuron model compiled by torch_neuronx."""
     for variant in ("fp32", "int8", "neuron"):
         write_tarball(root / variant / "model.tar.gz", variant)
+    write_tarball(root / "neuronx" / "model.tar.gz", "neuron", neuron_backend="torch_neuronx")
     return root

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.settings import REPO_ROOT
-from tests.infra.conftest import Synthesized
+from tests.infra.conftest import SESSION_CONTEXT, Synthesized
 
 CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 pytestmark = [
@@ -60,6 +60,7 @@ def test_cdk_synth_through_the_cli(
         f"model_dir={model_dir}",
         "-c",
         f"build_context={build_context}",
+        *(arg for key, value in SESSION_CONTEXT.items() for arg in ("-c", f"{key}={value}")),
     )
     assert result.returncode == 0, result.stderr
     assert "Successfully synthesized" in result.stdout + result.stderr
@@ -70,6 +71,9 @@ def test_cdk_synth_through_the_cli(
     assert image["source"]["platform"] == "linux/amd64" and image["source"]["dockerFile"] == "container/Dockerfile"
     [model_data] = [f for f in assets["files"].values() if f["displayName"] == "ModelData"]
     assert model_data["source"]["path"].endswith(".tar.gz")
+    neuron = json.loads((tmp_path / "sagebox-trn1-neuron.assets.json").read_text())
+    [image] = neuron["dockerImages"].values()
+    assert image["source"]["dockerFile"] == "container/Dockerfile.neuron"
 
 
 def test_cdk_synth_reports_a_bad_target_in_one_line(tmp_path: Path) -> None:
@@ -86,7 +90,7 @@ def test_one_process_synthesizes_every_stack(
 ) -> None:
     """`python -m infra.app` as `cdk.json` runs it (imports, node start-up, cdk-nag, assets); its time is recorded,
     not asserted (README's figures come from `sagebox infra synth`)."""
-    context = json.dumps({"model_dir": str(model_dir), "build_context": str(build_context)})
+    context = json.dumps({**SESSION_CONTEXT, "model_dir": str(model_dir), "build_context": str(build_context)})
     env = {**os.environ, "CDK_OUTDIR": str(tmp_path), "CDK_CONTEXT_JSON": context}
     started = time.perf_counter()
     result = subprocess.run(

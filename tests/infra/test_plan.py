@@ -6,7 +6,9 @@ from typing import Any
 import pytest
 
 from infra.errors import TargetError
+from infra.model_artifact import ArtifactInfo, inspect_artifact
 from infra.plan import (
+    IMAGE_EXCLUDES,
     BuildImage,
     LocalModel,
     RegistryImage,
@@ -15,6 +17,7 @@ from infra.plan import (
     plan_endpoint,
     plan_endpoints,
     resolve_model,
+    resolve_neuron_backend,
 )
 from infra.settings import AppSettings
 from infra.targets import Target, load_targets, parse_targets
@@ -103,10 +106,11 @@ def test_placement_errors_name_the_target(settings: AppSettings) -> None:
         plan_endpoint(target(instance_type="ml.c7i.2xlarge"), settings)
     with pytest.raises(TargetError, match="target 't1': 'fp32' is a CPU artifact"):
         plan_endpoint(target(instance_type="ml.inf2.xlarge"), settings)
+    neuron = {"variant": "neuron", "neuron_backend": "torch_neuronx", "model_size_gib": 40}
     with pytest.raises(TargetError, match=r"model \(40.0 GiB\) is larger than the 32 GiB accelerator memory"):
-        plan_endpoint(target(instance_type="ml.inf2.xlarge", variant="neuron", model_size_gib=40), settings)
+        plan_endpoint(target(instance_type="ml.inf2.xlarge", **neuron), settings)
     # Twelve chips (384 GiB of HBM) hold it.
-    big = plan_endpoint(target(instance_type="ml.inf2.48xlarge", variant="neuron", model_size_gib=40), settings)
+    big = plan_endpoint(target(instance_type="ml.inf2.48xlarge", **neuron), settings)
     assert big.model_size_bytes == 40 * 2**30
 
 
@@ -220,3 +224,107 @@ def test_deployment_timeout_covers_two_bakes_startup_and_termination() -> None:
         target(deployment={"bake_s": 3600, "termination_wait_s": 3600}, startup_timeout_s=3600), AppSettings()
     )
     assert long.max_deployment_s == 14_400
+
+
+# --- Neuron targets: what compiled the model decides the image, and emulated models need allowing.
+
+EMULATED_REFUSAL = (
+    "target 'inf2-neuron': the model was compiled by neuron_emu, an emulator whose graphs run on the host CPU: on "
+    "ml.inf2.xlarge that is CPU inference at accelerator prices; compile it with `sagebox compile --backend "
+    "torch-neuronx` on a Neuron host or in the AWS Neuron PyTorch DLC, or set allow_emulated: true (target field, or "
+    "-c allow_emulated=true) to accept that"
+)
+
+
+def neuron_context(tmp_path: Path) -> Path:
+    """A build context with both Dockerfiles, as the repository has them."""
+    (tmp_path / "container").mkdir(exist_ok=True)
+    (tmp_path / "container" / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / "container" / "Dockerfile.neuron").write_text("FROM scratch\n")
+    return tmp_path
+
+
+def test_emulated_models_on_neuron_targets_are_refused_unless_allowed(model_dir: Path, tmp_path: Path) -> None:
+    real_account = AppSettings(model_dir=model_dir, build_context=neuron_context(tmp_path))
+    with pytest.raises(TargetError) as caught:
+        plan_endpoints(load_targets(), real_account)  # the bundled targets over `sagebox build`'s neuron_emu model
+    assert str(caught.value) == EMULATED_REFUSAL
+    # Allowed for every target (the local box: -c allow_emulated=true), the emulator's model runs in the CPU image.
+    box = AppSettings(model_dir=model_dir, build_context=tmp_path, allow_emulated=True)
+    plans = {p.name: p for p in plan_endpoints(load_targets(), box)}
+    for name in ("inf2-neuron", "trn1-neuron"):
+        image = plans[name].image
+        assert isinstance(image, BuildImage) and image.dockerfile == "container/Dockerfile"
+        assert plans[name].neuron_backend == "neuron_emu"
+    assert plans["c5-fp32"].neuron_backend is None
+    # Or allowed by one target only.
+    emulated = str(model_dir / "neuron" / "model.tar.gz")
+    inf2 = {"instance_type": "ml.inf2.xlarge", "variant": None, "model_data": emulated, "image": "build"}
+    allowed = plan_endpoint(target(**inf2, allow_emulated=True), real_account)
+    assert isinstance(allowed.image, BuildImage) and allowed.image.dockerfile == "container/Dockerfile"
+    with pytest.raises(TargetError, match="target 't1': the model was compiled by neuron_emu"):
+        plan_endpoint(target(**inf2), real_account)
+
+
+def test_the_image_follows_the_artifact(model_dir: Path, tmp_path: Path) -> None:
+    context = neuron_context(tmp_path)
+    wheels = tmp_path / "build" / "wheelhouse-x"
+    wheels.mkdir(parents=True)
+    (wheels / "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    offline = AppSettings(model_dir=model_dir, build_context=context, base_image="localhost/base:1", wheelhouse=wheels)
+    compiled = str(model_dir / "neuronx" / "model.tar.gz")
+    inf2 = {"instance_type": "ml.inf2.xlarge", "variant": None, "model_data": compiled, "image": "build"}
+    plan = plan_endpoint(target(**inf2), offline)
+    assert plan.neuron_backend == "torch_neuronx"
+    # The Neuron image: its own Dockerfile and base; the CPU image's offline build arguments stay with the CPU image.
+    assert plan.image == BuildImage(
+        context=context, dockerfile="container/Dockerfile.neuron", exclude=IMAGE_EXCLUDES, build_args={}
+    )
+    dlc = "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.30.0-u24"
+    pinned = plan_endpoint(target(**inf2, neuron_base_image=dlc), offline).image
+    assert isinstance(pinned, BuildImage) and pinned.build_args == {"BASE_IMAGE": dlc}
+    cpu = plan_endpoint(target(image="build"), offline).image
+    assert isinstance(cpu, BuildImage) and cpu.dockerfile == "container/Dockerfile"
+    assert cpu.build_args == {"BASE_IMAGE": "localhost/base:1", "WHEELHOUSE": "build/wheelhouse-x"}
+    # An ECR image is the user's choice, for either backend.
+    assert plan_endpoint(target(**{**inf2, "image": IMAGE_URI}), offline).image == RegistryImage(
+        uri=IMAGE_URI, repository=parse_ecr_uri(IMAGE_URI)
+    )
+    (context / "container" / "Dockerfile.neuron").unlink()
+    with pytest.raises(TargetError, match=r"the Neuron image of a torch_neuronx model needs .*Dockerfile\.neuron"):
+        plan_endpoint(target(**inf2), offline)
+
+
+def test_neuron_models_in_s3_declare_their_backend(tmp_path: Path) -> None:
+    settings = AppSettings(build_context=neuron_context(tmp_path))
+    s3 = {"instance_type": "ml.trn1.2xlarge", "variant": "neuron", "image": "build"}
+    with pytest.raises(TargetError) as caught:
+        plan_endpoint(target(**s3), settings)
+    assert str(caught.value) == (
+        "target 't1': set \"neuron_backend\" (torch_neuronx, or neuron_emu with allow_emulated): synth cannot read a "
+        "manifest from S3"
+    )
+    image = plan_endpoint(target(**s3, neuron_backend="torch_neuronx"), settings).image
+    assert isinstance(image, BuildImage) and image.dockerfile == "container/Dockerfile.neuron"
+    with pytest.raises(TargetError, match="compiled by neuron_emu"):
+        plan_endpoint(target(**s3, neuron_backend="neuron_emu"), settings)
+    bare = write_tarball(tmp_path / "bare.tar.gz", None)
+    with pytest.raises(TargetError, match=r'set "neuron_backend" .*: its tarball has no manifest\.json'):
+        plan_endpoint(target(**{**s3, "model_data": str(bare)}), settings)
+
+
+def test_a_declared_backend_must_agree_with_the_manifest(model_dir: Path, tmp_path: Path) -> None:
+    settings = AppSettings(build_context=neuron_context(tmp_path), allow_emulated=True)
+    compiled = str(model_dir / "neuronx" / "model.tar.gz")
+    fields = {"instance_type": "ml.inf2.xlarge", "variant": None, "model_data": compiled, "image": "build"}
+    with pytest.raises(TargetError, match=r"declares neuron_backend 'neuron_emu' but the manifest inside .* says"):
+        plan_endpoint(target(**fields, neuron_backend="neuron_emu"), settings)
+    legacy = tmp_path / "legacy.tar.gz"
+    write_tarball(legacy, "neuron")
+    manifest = inspect_artifact(legacy).manifest
+    assert manifest is not None
+    # A neuron manifest that records no compile section (not one `sagebox compile` writes) says how to fix it.
+    with pytest.raises(TargetError, match="records no compile section: compile the model again with `sagebox compile`"):
+        resolve_neuron_backend(
+            target(**fields), ArtifactInfo(legacy, 1, 1, manifest.model_copy(update={"compile": None}))
+        )

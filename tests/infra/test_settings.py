@@ -73,3 +73,18 @@ def test_environment_stands_in_for_the_offline_build_keys(tmp_path: Path) -> Non
     explicit = AppSettings.from_context({"base_image": "mine:1"}, tmp_path, env)
     assert explicit.base_image == "mine:1"  # the CLI's -c wins
     assert AppSettings.from_context({}, tmp_path, {}).base_image is None
+
+
+def test_allow_emulated_from_the_context_or_the_box_environment(tmp_path: Path) -> None:
+    """The local box passes -c allow_emulated=true and `sagebox env` exports SAGEBOX_ALLOW_EMULATED=1."""
+    assert not AppSettings.from_context({}, tmp_path, {}).allow_emulated
+    assert AppSettings.from_context({"allow_emulated": "true"}, tmp_path, {}).allow_emulated
+    assert AppSettings.from_context({}, tmp_path, {"SAGEBOX_ALLOW_EMULATED": "1"}).allow_emulated
+    assert not AppSettings.from_context(
+        {"allow_emulated": False}, tmp_path, {"SAGEBOX_ALLOW_EMULATED": "1"}
+    ).allow_emulated
+    with pytest.raises(InfraError, match="context 'allow_emulated' must be true or false"):
+        AppSettings.from_context({}, tmp_path, {"SAGEBOX_ALLOW_EMULATED": "maybe"})
+    neuron = AppSettings.from_context({"neuron_dockerfile": "images/Neuron.dockerfile"}, tmp_path, {})
+    assert neuron.neuron_dockerfile == "images/Neuron.dockerfile"
+    assert AppSettings().neuron_dockerfile == "container/Dockerfile.neuron"

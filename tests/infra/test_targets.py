@@ -30,6 +30,8 @@ def test_bundled_targets_cover_the_issue_targets() -> None:
     assert targets["inf2-neuron"].alarms.latency_p90_ms == 200
     assert targets["inf2-neuron"].alarms.errors_5xx_per_minute == 1
     assert targets["c6i-int8"].data_capture is not None and targets["c5-fp32"].data_capture is None
+    # No bundled target accepts emulated Neuron models on real accelerators: the local box allows them itself.
+    assert not any(t.allow_emulated for t in targets.values())
 
 
 def test_defaults_merge_one_level_and_null_clears() -> None:
@@ -66,6 +68,9 @@ def test_defaults_merge_one_level_and_null_clears() -> None:
         ({"data_capture": {"sampling_percent": 0}}, "data_capture.sampling_percent: Input should be greater"),
         ({"data_capture": {"sampling_percent": 5, "capture": ["input", "input"]}}, "each once"),
         ({"startup_timeout_s": 5}, "startup_timeout_s: Input should be greater than or equal to 60"),
+        ({"neuron_backend": "neuronx"}, "neuron_backend: Input should be 'neuron_emu' or 'torch_neuronx'"),
+        ({"neuron_base_image": "my image"}, "neuron_base_image: String should match pattern"),
+        ({"allow_emulated": "perhaps"}, "allow_emulated: Input should be a valid boolean"),
     ],
 )
 def test_invalid_target_fields_are_named_in_one_line(change: dict[str, object], message: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from infra.targets import load_targets
-from tests.infra.conftest import ALL_TARGETS
+from tests.infra.conftest import ALL_TARGETS, Synthesized
 
 TARGETS = {t.name: t for t in load_targets()}
 INSTANCE_TYPES = {
@@ -19,6 +19,7 @@ INSTANCE_TYPES = {
     "inf2-neuron": "ml.inf2.xlarge",
     "trn1-neuron": "ml.trn1.2xlarge",
 }
+NEURON_BACKENDS = {"inf2-neuron": "neuron_emu", "trn1-neuron": "torch_neuronx"}
 # The only actions that may name Resource "*": they support no resource-level permissions.
 STAR_ACTIONS = {"cloudwatch:PutMetricData", "ecr:GetAuthorizationToken"}
 
@@ -229,3 +230,16 @@ def test_dashboard_and_outputs(template: dict[str, Any], name: str) -> None:
     assert outputs["EndpointName"] == {"Fn::GetAtt": ["Endpoint", "EndpointName"]}
     assert outputs["TargetName"] == name and outputs["InstanceType"] == INSTANCE_TYPES[name]
     assert outputs["ModelVariant"] == TARGETS[name].variant
+    # Neuron stacks say what compiled their model (the session: inf2 emulated, allowed; trn1 torch_neuronx).
+    assert outputs.get("NeuronBackend") == NEURON_BACKENDS.get(name)
+    emulated = name in NEURON_BACKENDS and NEURON_BACKENDS[name] == "neuron_emu"
+    assert template["Description"].endswith("(neuron_emu: emulated on the host CPU)") == emulated
+
+
+def test_each_stack_builds_the_image_its_model_needs(synthesized: Synthesized, name: str) -> None:
+    assets = json.loads((synthesized.outdir / f"sagebox-{name}.assets.json").read_text())
+    [image] = assets["dockerImages"].values()
+    assert image["source"]["platform"] == "linux/amd64"
+    neuron_image = NEURON_BACKENDS.get(name) == "torch_neuronx"
+    assert image["source"]["dockerFile"] == ("container/Dockerfile.neuron" if neuron_image else "container/Dockerfile")
+    assert "dockerBuildArgs" not in image["source"]  # no base image set for either in the session
