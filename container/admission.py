@@ -2,9 +2,9 @@
 
 Every admitted feature (one model window) is charged the model time it is expected to cost; the charges of work
 not yet done form the backlog. A request whose own charge, added to the backlog, would end after its deadline
-(arrival + SAGEMAKER_MODEL_SERVER_TIMEOUT) cannot be answered in time: it is refused at once (503, which
-SageMaker's runtime hands to the client as a retryable error) instead of waiting out the timeout for a 504 while
-the model spends its time on answers nobody reads. So the queue holds at most one timeout's worth of model time.
+(arrival + SAGEMAKER_MODEL_SERVER_TIMEOUT) cannot be answered in time: it is refused at once (503 with a short
+reason: the client may retry later) instead of waiting out the timeout for a 504 while the model spends its time on
+answers nobody reads. So the queue holds at most one timeout's worth of model time.
 
 The expected cost comes from measurement: the seconds per feature of every model call, per sequence bucket, warm-up
 calls included, as an exponentially weighted moving average (`EwmaCost`). Pure logic, no clock of its own: callers

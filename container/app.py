@@ -29,8 +29,9 @@ log = logging.getLogger("sagebox.server")
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 MAX_QUESTIONS = 64
-# Service refusals by kind; Overloaded is SageMaker's retryable case (its runtime turns a 503 into a throttling
-# error the client may retry), TooLarge and TooManyWindows are not worth retrying.
+# Service refusals by kind. Through InvokeEndpoint a client sees any 4xx/5xx of ours as ModelError, carrying our status
+# and body (AWS SDK for Java, sagemakerruntime model package: "ModelErrorException: Model (owned by the customer in
+# the container) returned 4xx or 5xx error code"): a 503 says "retry later", a 413 says retrying cannot help.
 _STATUS: dict[type[Exception], int] = {
     NotReady: 503,
     Overloaded: 503,
@@ -110,6 +111,8 @@ async def _while_connected(request: Request, work: Awaitable[T]) -> T:
         watcher.cancel()
         if not task.done():
             task.cancel()
+    if watcher.done() and not watcher.cancelled():
+        watcher.exception()  # a receive() that failed also means the client is gone; retrieved, so never logged
     if task.cancelled() or not task.done():
         with contextlib.suppress(asyncio.CancelledError):
             await task  # let the service take its queued work back before answering

@@ -154,12 +154,3 @@ async def wait_for(event: threading.Event) -> None:
     """Wait (off the event loop) for an event another thread sets."""
     if not await asyncio.to_thread(event.wait, EVENT_TIMEOUT_S):
         raise TimeoutError("the awaited event never happened")
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Let the event loop run until `condition()` holds (event ordering, not time: every turn re-checks)."""
-    for _ in range(1_000_000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise TimeoutError("condition never held")
