@@ -41,6 +41,22 @@ PEOPLE = (
     _r(
         "people",
         "p",
+        "p:person child:childword profession:profession other:profession",
+        (
+            "The {child} of a {profession}, {p} became a {other}.",
+            "{p}, whose father was a {profession}, trained as a {other}.",
+            "Born to a {profession}, {p} later worked as a {other}.",
+        ),
+        (
+            ("What did {p}'s father do?", "profession"),
+            ("What job did {p}'s father have?", "profession"),
+            ("What did {p} become?", "other"),
+        ),
+        (("What was {p}'s family background?", "profession"),),
+    ),
+    _r(
+        "people",
+        "p",
         "p:person town:town year:year",
         (
             "{p} was born in {town} in {year}.",
@@ -1589,6 +1605,52 @@ CULTURE = (
 # Facts of no particular domain, mixed into paragraphs of every domain: people named with their role, rules
 # (if ..., then ...), figures that changed, careers in order, purposes, lists of names, what did not happen.
 COMMON = (
+    _r(
+        "common",
+        "thing",
+        "thing:award duration:span cause:cause",
+        (
+            "The {thing} ceremony was delayed by {duration} because of {cause}.",
+            "Owing to {cause}, the {thing} ceremony started {duration} late.",
+            "{cause.Cap} held up the {thing} ceremony for {duration}.",
+        ),
+        (
+            ("Why was the {thing} ceremony delayed?", "cause"),
+            ("What held up the {thing} ceremony?", "cause"),
+            ("How long was the ceremony delayed?", "duration"),
+        ),
+        (("What caused the delay to the {thing} ceremony?", "cause"),),
+    ),
+    _r(
+        "common",
+        "org",
+        "org:org subjects:subjects",
+        (
+            "Applicants to {org} need a degree in {subjects}.",
+            "{org.Cap} accepts graduates in {subjects}.",
+        ),
+        (
+            ("Which subjects does {org} accept?", "subjects"),
+            ("What degree do applicants need?", "subjects"),
+        ),
+        (("Graduates in which subjects may apply?", "subjects"),),
+    ),
+    _r(
+        "common",
+        "org",
+        "org:org count:few date:date money:price",
+        (
+            "Your booking at {org} is for {count} nights from {date}, at {money} per night.",
+            "We look forward to seeing you at {org} on {date} for {count} nights; the rate is {money} a night.",
+        ),
+        (
+            ("How many nights is the booking for?", "count"),
+            ("When does the stay begin?", "date"),
+            ("What is the nightly rate?", "money"),
+            ("How much does one night cost?", "money"),
+        ),
+        (("For how many nights is the reservation?", "count"),),
+    ),
     _r(
         "common",
         "p",

@@ -291,6 +291,9 @@ def _firm(rng: random.Random, split: str) -> Value:
 
 
 def _org(rng: random.Random, split: str) -> Value:
+    if rng.random() < 0.15:
+        saint = rng.choice(split_items(FIRST_NAMES_F + FIRST_NAMES_M, split))
+        return Value(f"St {saint}'s {rng.choice(('School', 'Church', 'Hospital', 'College', 'Primary'))}")
     place = _town(rng, split).text
     kinds = ORG_KINDS if rng.random() < 0.6 else INSTITUTION_KINDS
     full = f"the {place} {rng.choice(split_items(kinds, split))}"
@@ -514,9 +517,16 @@ def _route(rng: random.Random, split: str) -> Value:
     return Value(str(rng.randint(1, 99)) + (rng.choice(("", "", "A", "B", "X"))))
 
 
+def _joined(items: Sequence[str], rng: random.Random) -> str:
+    return ", ".join(items[:-1]) + rng.choice((" and ", " and ", " or ")) + items[-1]
+
+
 def _food_list(rng: random.Random, split: str) -> Value:
-    items = rng.sample(list(split_items(FOODS, split)), rng.randint(2, 4))
-    return Value(", ".join(items[:-1]) + " and " + items[-1])
+    return Value(_joined(rng.sample(list(split_items(FOODS, split)), rng.randint(2, 4)), rng))
+
+
+def _subject_list(rng: random.Random, split: str) -> Value:
+    return Value(_joined(rng.sample(list(SUBJECTS), rng.randint(2, 3)), rng))
 
 
 def _alias(rng: random.Random, split: str) -> Value:
@@ -603,6 +613,8 @@ MAKERS: dict[str, Maker] = {
     "plant": Maker(_pick(PLANTS)),
     "food": Maker(_pick(FOODS)),
     "foods": Maker(_food_list),
+    "subjects": Maker(_subject_list),
+    "childword": Maker(_pick(("daughter", "son"))),
     "award": Maker(_pick(AWARDS)),
     "symptom": Maker(_pick(SYMPTOMS)),
     "weather": Maker(_pick(WEATHER)),
