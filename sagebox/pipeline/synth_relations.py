@@ -1607,6 +1607,25 @@ CULTURE = (
 COMMON = (
     _r(
         "common",
+        "p",
+        "p:person town:town other:town month:month days:count compound:compound",
+        (
+            "{p} set out from {town} in {month} and reached {other} {days} days later, a {compound} trip.",
+            "The {compound} journey took {p} from {town} to {other}; it began in {month} and lasted {days} days.",
+            "Leaving {town} in {month}, {p} arrived in {other} after {days} days on the road.",
+        ),
+        (
+            ("Where did {p}'s journey start?", "town"),
+            ("Where did {p} set off from?", "town"),
+            ("Where did {p} end up?", "other"),
+            ("How many days did the trip take?", "days"),
+            ("How long was {p}'s journey?", "compound"),
+            ("In which month did {p} leave?", "month"),
+        ),
+        (("What was the destination of {p}'s journey?", "other"),),
+    ),
+    _r(
+        "common",
         "thing",
         "thing:award duration:span cause:cause",
         (

@@ -32,7 +32,9 @@ def test_both_licenses_are_recorded() -> None:
 
 
 SHORT = DemoRecipe(
-    train_questions=800, dev_questions=120, train=TrainRecipe(epochs=1.0, batch_size=16, learning_rate=3e-4)
+    train_questions=800,
+    dev_questions=120,
+    train=TrainRecipe(epochs=1.0, batch_size=16, learning_rate=3e-4, precision="bf16"),
 )
 
 
