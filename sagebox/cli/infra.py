@@ -36,6 +36,11 @@ def _settings_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", help="stack and endpoint name prefix (default: sagebox)")
     p.add_argument("--image-uri", help="image URI for every target instead of its own image")
     p.add_argument("--model-data", help="per-target model data: target=s3://...,target=s3://...")
+    p.add_argument(
+        "--allow-emulated",
+        action="store_true",
+        help="accept neuron_emu-compiled models on inf2/trn1 (CPU inference at accelerator prices; the box does)",
+    )
 
 
 def _settings(args: argparse.Namespace) -> AppSettings:
@@ -48,6 +53,7 @@ def _settings(args: argparse.Namespace) -> AppSettings:
         "prefix": args.prefix,
         "image_uri": args.image_uri,
         "model_data": args.model_data,
+        "allow_emulated": True if args.allow_emulated else None,  # None: the SAGEBOX_ALLOW_EMULATED fallback holds
         "cfn_validate": getattr(args, "cfn_validate", False),
     }
     return AppSettings.from_context({k: v for k, v in context.items() if v is not None}, Path.cwd())

@@ -25,6 +25,7 @@ def test_env_points_every_sdk_at_the_box_and_unsets_real_credentials() -> None:
     assert env["AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"] == "http://localhost:4567"
     assert env["AWS_ACCESS_KEY_ID"] == env["AWS_SECRET_ACCESS_KEY"] == "testing"
     assert "DOCKER_HOST" not in env and "SAGEBOX_BASE_IMAGE" not in env
+    assert env["SAGEBOX_ALLOW_EMULATED"] == "1"  # the box serves emulator-compiled Neuron models on CPU
     lines = shell_lines(state())
     assert lines[1] == f"unset {' '.join(UNSET)}" and "AWS_PROFILE" in UNSET
     assert any("no container engine" in line for line in lines)

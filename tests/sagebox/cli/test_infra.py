@@ -27,6 +27,7 @@ def test_check_prints_each_target_with_its_cost(model_dir: Path, capsys: pytest.
             IMAGE,
             "--only",
             "c6i-int8,trn1-neuron",
+            "--allow-emulated",
         ]
     )
     out = capsys.readouterr().out
@@ -51,7 +52,8 @@ def test_check_reads_another_price_table(model_dir: Path, tmp_path: Path, capsys
             }
         )
     )
-    code = main(["infra", "check", "--model-dir", str(model_dir), "--image-uri", IMAGE, "--prices", str(prices)])
+    args = ["infra", "check", "--model-dir", str(model_dir), "--image-uri", IMAGE, "--prices", str(prices)]
+    code = main([*args, "--allow-emulated"])
     out = capsys.readouterr().out
     assert code == 0 and "ml.c5.2xlarge, fp32, $1.00-2.00/h" in out and "ml.inf2.xlarge, neuron, no price" in out
 
@@ -84,7 +86,6 @@ def test_synth_writes_every_stack(model_dir: Path, tmp_path: Path, capsys: pytes
         [
             "infra",
             "synth",
-            "--local",
             "--image-uri",
             IMAGE,
             "--outdir",
@@ -103,3 +104,14 @@ def test_synth_writes_every_stack(model_dir: Path, tmp_path: Path, capsys: pytes
         "sagebox-artifacts.template.json",
         "sagebox-c5-fp32.template.json",
     ]
+
+
+def test_check_refuses_an_emulated_neuron_model_unless_allowed(
+    model_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SAGEBOX_ALLOW_EMULATED", raising=False)
+    args = ["infra", "check", "--model-dir", str(model_dir), "--image-uri", IMAGE, "--only", "inf2-neuron"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "allow_emulated" in err and "torch-neuronx" in err
+    assert main([*args, "--allow-emulated"]) == 0

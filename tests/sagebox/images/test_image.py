@@ -46,7 +46,12 @@ def image_asset(build_env: BuildEnvironment, tmp_path_factory: pytest.TempPathFa
     models = write_model_dir(tmp_path_factory.mktemp("models"))
     wheelhouse = REPO / build_env.wheelhouse if build_env.wheelhouse else None
     settings = AppSettings.from_context(
-        {"model_dir": str(models), "base_image": build_env.base_image or "", "wheelhouse": str(wheelhouse or "")},
+        {
+            "model_dir": str(models),
+            "base_image": build_env.base_image or "",
+            "wheelhouse": str(wheelhouse or ""),
+            "allow_emulated": "true",  # the default targets' test Neuron models are emulator-compiled
+        },
         REPO,
         env={},
     )
