@@ -56,6 +56,20 @@ class CompileSpec(BaseModel):
     auto_cast_type: str
     target_instances: list[str] = Field(default_factory=list)
     custom_op_libraries: list[str] = Field(default_factory=list)
+    # NeuronCores one model replica is sharded over (Megatron-style tensor parallelism, neuron_emu.parallel); 1 is
+    # the single-core graph. Above 1 the graphs are one neuron_emu.parallel directory per sequence bucket.
+    tensor_parallel: int = Field(default=1, ge=1, le=64)
+    # The model's attention heads: a degree must divide them (checked at compile and again at synth).
+    num_attention_heads: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _degree_fits(self) -> CompileSpec:
+        if self.tensor_parallel > 1 and self.backend != "neuron_emu":
+            raise ValueError(f"tensor_parallel {self.tensor_parallel} is only served for neuron_emu models")
+        heads = self.num_attention_heads
+        if heads is not None and heads % self.tensor_parallel:
+            raise ValueError(f"tensor_parallel {self.tensor_parallel} does not divide the {heads} attention heads")
+        return self
 
 
 class SourceSpec(BaseModel):

@@ -11,7 +11,7 @@ from container import env as container_env
 from infra.catalog import CatalogError, InstanceSpec, instance
 from infra.errors import TargetError
 from infra.model_artifact import ArtifactInfo, inspect_artifact
-from infra.rules import check_emulation, check_size, check_variant
+from infra.rules import check_emulation, check_size, check_tensor_parallel, check_variant
 from infra.settings import AppSettings
 from infra.targets import BUILD_IMAGE, S3_URI, NeuronBackend, Target, Variant, s3_uri_problem, select
 
@@ -95,6 +95,8 @@ class EndpointPlan:
     max_deployment_s: int
     # What compiled the model of a Neuron target (None on CPU targets).
     neuron_backend: NeuronBackend | None = None
+    # NeuronCores one model replica spans (the target's tensor_parallel; 1 on CPU targets).
+    tensor_parallel: int = 1
 
     @property
     def name(self) -> str:
@@ -245,8 +247,14 @@ def resolve_neuron_backend(target: Target, artifact: ArtifactInfo | None) -> Neu
     return backend
 
 
-def container_environment(target: str, spec: InstanceSpec, overrides: Mapping[str, str]) -> dict[str, str]:
-    """Server settings sized to the instance, plus overrides, checked by the container's own parser."""
+def container_environment(
+    target: str, spec: InstanceSpec, overrides: Mapping[str, str], tensor_parallel: int = 1
+) -> dict[str, str]:
+    """Server settings sized to the instance, plus overrides, checked by the container's own parser.
+
+    CPU: one worker per 4 vCPUs. Neuron: one worker per model replica, i.e. per NeuronCore, or per `tensor_parallel`
+    cores when a replica is sharded over several (each worker then runs that many sharded workers of its own).
+    """
     known = {
         value
         for name, value in vars(container_env).items()
@@ -260,7 +268,7 @@ def container_environment(target: str, spec: InstanceSpec, overrides: Mapping[st
                 f"target {target!r}: environment {key} is not read by the serving container "
                 f"(known: {', '.join(sorted(known - PLATFORM_ENV))})"
             )
-    workers = spec.neuron_cores if spec.is_neuron else max(1, spec.vcpus // 4)
+    workers = max(1, spec.neuron_cores // tensor_parallel) if spec.is_neuron else max(1, spec.vcpus // 4)
     environment = {
         container_env.MODEL_SERVER_WORKERS: str(workers),
         container_env.INTRA_OP_THREADS: str(max(1, spec.vcpus // workers)),
@@ -290,6 +298,16 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
     backend = resolve_neuron_backend(target, artifact) if variant == "neuron" else None
     if backend is not None:
         check_emulation(target.name, backend, spec, allowed=target.allow_emulated or settings.allow_emulated)
+    manifest = artifact.manifest if artifact else None
+    check_tensor_parallel(
+        target.name,
+        target.tensor_parallel,
+        variant,
+        spec,
+        backend,
+        manifest.compile if manifest else None,
+        where=f"the model inside {artifact.path}" if artifact else "the model",
+    )
     if target.model_size_gib is not None:
         size_bytes: int | None = int(target.model_size_gib * 2**30)
     else:
@@ -315,12 +333,13 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
         model=model,
         model_size_bytes=size_bytes,
         image=image,
-        environment=container_environment(target.name, spec, target.environment),
+        environment=container_environment(target.name, spec, target.environment, target.tensor_parallel),
         startup_timeout_s=startup,
         # A canary is at most half the fleet: one instance shifts all at once (alarms still watched).
         canary_instances=1 if floor >= 2 else None,
         max_deployment_s=min(14_400, max(600, 2 * deployment.bake_s + deployment.termination_wait_s + startup + 600)),
         neuron_backend=backend,
+        tensor_parallel=target.tensor_parallel,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from container.manifest import CompileSpec
 from infra.catalog import InstanceSpec, instances
 from infra.errors import TargetError
 
@@ -48,4 +49,46 @@ def check_emulation(target: str, backend: str, spec: InstanceSpec, *, allowed: b
             f"on {spec.name} that is CPU inference at accelerator prices; compile it with `sagebox compile --backend "
             "torch-neuronx` on a Neuron host or in the AWS Neuron PyTorch DLC, or set allow_emulated: true (target "
             "field, or -c allow_emulated=true) to accept that"
+        )
+
+
+def check_tensor_parallel(
+    target: str,
+    degree: int,
+    variant: str,
+    spec: InstanceSpec,
+    backend: str | None,
+    compiled: CompileSpec | None,
+    where: str = "the model",
+) -> None:
+    """A tensor-parallel target: a neuron_emu model on an instance with enough NeuronCores, compiled for the degree,
+    whose attention heads the degree divides. `compiled` is the local manifest's compile section (None: S3 or no
+    manifest, so only the instance and backend can be checked)."""
+    if degree > 1 and (variant != "neuron" or not spec.is_neuron):
+        raise TargetError(
+            f"target {target!r}: tensor_parallel {degree} shards a neuron model over NeuronCores; "
+            f"{spec.name} with a {variant!r} artifact has none to shard over (set tensor_parallel: 1)"
+        )
+    if not spec.is_neuron:
+        return
+    if degree > spec.neuron_cores:
+        raise TargetError(
+            f"target {target!r}: tensor_parallel {degree} exceeds the {spec.neuron_cores} NeuronCores of {spec.name}"
+        )
+    if degree > 1 and backend == "torch_neuronx":
+        raise TargetError(
+            f"target {target!r}: tensor_parallel {degree} is served only for neuron_emu models here, not torch_neuronx"
+        )
+    if compiled is None:
+        return
+    if compiled.tensor_parallel != degree:
+        raise TargetError(
+            f"target {target!r}: sets tensor_parallel {degree} but {where} was compiled for tensor_parallel "
+            f"{compiled.tensor_parallel}: compile it with `sagebox compile --tensor-parallel {degree}`, or set "
+            f"tensor_parallel: {compiled.tensor_parallel}"
+        )
+    heads = compiled.num_attention_heads
+    if heads is not None and heads % degree:
+        raise TargetError(
+            f"target {target!r}: tensor_parallel {degree} does not divide the model's {heads} attention heads"
         )

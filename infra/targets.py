@@ -99,6 +99,9 @@ class Target(_Spec):
     neuron_backend: NeuronBackend | None = None
     # inf2/trn1 only. Accept a neuron_emu model: CPU inference billed at the accelerator instance's price.
     allow_emulated: bool = False
+    # inf2/trn1 only. NeuronCores one model replica is sharded over (neuron_emu.parallel); the model must have been
+    # compiled for it (`sagebox compile --tensor-parallel N`). The endpoint runs one server worker per N cores.
+    tensor_parallel: int = Field(default=1, ge=1, le=64)
     # inf2/trn1 only. Base of the Neuron image (BASE_IMAGE of container/Dockerfile.neuron); None: its default.
     neuron_base_image: str | None = Field(default=None, min_length=1, pattern=r"^\S+$")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from container.handlers.base import Handler, HandlerError, ModelInputs, RuntimeOptions
+from container.handlers.base import Closable, Handler, HandlerError, ModelInputs, RuntimeOptions, close_handler
 
 _RUNTIMES = {
     "torchscript": ("container.handlers.torchscript", "TorchScriptHandler"),
@@ -26,4 +26,4 @@ def handler_for(runtime: str) -> Handler:
     return handler
 
 
-__all__ = ["Handler", "HandlerError", "ModelInputs", "RuntimeOptions", "handler_for"]
+__all__ = ["Closable", "Handler", "HandlerError", "ModelInputs", "RuntimeOptions", "close_handler", "handler_for"]

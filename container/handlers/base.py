@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -40,3 +40,19 @@ class Handler(Protocol):
     def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
         """Return float32 start and end logits, each [batch, seq]."""
         ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A handler that holds resources beyond this process's memory (the neuron handler's tensor-parallel worker
+    processes) has `close()`; the others need none."""
+
+    def close(self) -> None:
+        """Release them; the handler cannot predict afterwards. Safe to call twice."""
+        ...
+
+
+def close_handler(handler: object) -> None:
+    """Call the handler's `close()` if it has one (what a server does once it stops serving)."""
+    if isinstance(handler, Closable):
+        handler.close()

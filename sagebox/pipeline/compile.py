@@ -7,11 +7,17 @@
 
 Both trace the same sequence buckets with the same example inputs, batch size and auto-cast compiler arguments,
 and enable dynamic batching; the manifest's `compile.backend` records which one ran.
+
+With `tensor_parallel` N > 1 (neuron_emu only) every bucket is sharded over N emulated NeuronCores by
+`neuron_emu.parallel.trace` and saved as its own directory (`tp/seq<L>/`); the tensor-parallel plans (estimates,
+per instance type: the degrees that fit, the fastest one, the collective time) are written next to where the
+single-core cost plan would be (PARALLEL_PLAN_FILE, and a text rendering beside it).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import shlex
 import shutil
 import warnings
@@ -38,6 +44,13 @@ NEURON_BUCKETS = (64, 128, 256, 384)
 # github.com/aws-neuron/deep-learning-containers). container/Dockerfile.neuron builds FROM the same image (a test
 # keeps the two equal).
 NEURON_DLC = "public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
+PARALLEL_PLAN_FILE = "neuron_parallel_plan.json"
+PARALLEL_PLAN_TEXT = "neuron_parallel_plan.txt"
+NEURONX_TENSOR_PARALLEL = (
+    "--tensor-parallel above 1 is not supported with --backend torch-neuronx here: Sagebox shards models over "
+    "NeuronCores only with its emulator (neuron_emu.parallel); compile with --backend neuron-emu, or with "
+    "--tensor-parallel 1"
+)
 NEURONX_MISSING = (
     "torch-neuronx is not installed here: run `sagebox compile --backend torch-neuronx` on an inf2/trn1 instance "
     f"or inside the AWS Neuron PyTorch DLC ({NEURON_DLC})"
@@ -142,10 +155,16 @@ def build_neuron(
     compiler_args: str | None = None,
     module: QAModule | None = None,
     backend: Backend = "neuron_emu",
+    tensor_parallel: int = 1,
 ) -> Manifest:
-    """Trace one graph per sequence bucket; write the graph(s), the emulator's cost plan, and the manifest."""
+    """Trace one graph per sequence bucket (sharded over `tensor_parallel` emulated NeuronCores when above 1); write
+    the graph(s), the emulator's cost plan(s), and the manifest."""
     if backend not in BACKENDS:
         raise SageboxError(f"backend {backend!r} is not one of: {', '.join(BACKENDS)}")
+    if isinstance(tensor_parallel, bool) or not isinstance(tensor_parallel, int) or tensor_parallel < 1:
+        raise SageboxError(f"--tensor-parallel must be a positive integer, got {tensor_parallel!r}")
+    if tensor_parallel > 1 and backend == "torch_neuronx":
+        raise SageboxError(NEURONX_TENSOR_PARALLEL)
     # Before reading the model: on a host without torch-neuronx the answer is the same whatever the model.
     neuronx = import_torch_neuronx() if backend == "torch_neuronx" else None
     config = check_model_folder(model_dir)
@@ -155,8 +174,13 @@ def build_neuron(
         if neuronx is not None:
             artifact = trace_neuronx(module, buckets, batch_size, compiler_args, staging, neuronx)
             model_file, spec = artifact.model_file, artifact.compile_spec
+        elif tensor_parallel > 1:
+            model_file, spec = compile_parallel(module, buckets, batch_size, compiler_args, staging, tensor_parallel)
         else:
             model_file, spec = _compile_emulated(module, buckets, batch_size, compiler_args, staging)
+        heads = attention_heads(config)
+        if spec.num_attention_heads is None and heads is not None:
+            spec = spec.model_copy(update={"num_attention_heads": heads})
         shutil.copyfile(model_dir / "tokenizer.json", staging / "tokenizer.json")
         manifest = write_manifest(
             staging,
@@ -183,3 +207,77 @@ def _compile_emulated(
     except NeuronEmuError as exc:
         raise SageboxError(f"Neuron compilation failed: {exc}") from None
     return artifact.model_file, CompileSpec(**artifact.compile_info().to_dict())
+
+
+def attention_heads(config: dict[str, object]) -> int | None:
+    """The model's attention heads from its config.json (DistilBERT spells it n_heads); None if it records none."""
+    value = config.get("num_attention_heads", config.get("n_heads"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def compile_parallel(
+    module: QAModule, buckets: list[int], batch_size: int, compiler_args: str | None, staging: Path, degree: int
+) -> tuple[str, CompileSpec]:
+    """Shard every bucket over `degree` emulated NeuronCores (neuron_emu.parallel.trace, the buckets, example inputs
+    and compiler arguments of the single-core path), enable dynamic batching, save each bucket to `tp/seq<L>/`, and
+    write the buckets' tensor-parallel plans (estimates) to PARALLEL_PLAN_FILE / PARALLEL_PLAN_TEXT."""
+    from container.handlers.neuron import parallel_bucket_dir, parallel_model_file
+    from neuron_emu import __version__ as emu_version
+    from neuron_emu import parallel
+    from neuron_emu.compiler_args import parse_compiler_args
+    from neuron_emu.errors import NeuronEmuError
+    from neuron_emu.hardware import target_instances
+    from neuron_emu.qa import DEFAULT_QA_COMPILER_ARGS
+
+    args = DEFAULT_QA_COMPILER_ARGS if compiler_args is None else compiler_args
+    plans: dict[str, dict[str, object]] = {}
+    texts: list[str] = []
+    heads: int | None = None
+    try:
+        options = parse_compiler_args(args)
+        for length in buckets:
+            inputs = example_inputs(batch_size, length)
+            model = parallel.trace(module.eval(), inputs, tp_degree=degree, compiler_args=args)
+            try:
+                model.dynamic_batch()
+                model.save(staging / parallel_bucket_dir(length))
+            finally:
+                model.close()  # never started here (no call ran), so no worker to stop
+            plans[str(length)] = model.plan.to_dict()
+            texts.append(f"== sequence bucket {length} ==\n{model.plan.to_text()}")
+            heads = int(model.manifest.model["heads"])
+    except NeuronEmuError as exc:
+        raise SageboxError(f"Neuron compilation with --tensor-parallel {degree} failed: {exc}") from None
+    document = {
+        "estimate": True,
+        "tensor_parallel": degree,
+        "compiler_args": options.text(),
+        "batch_size": batch_size,
+        "buckets": plans,
+    }
+    (staging / PARALLEL_PLAN_FILE).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    (staging / PARALLEL_PLAN_TEXT).write_text("\n".join(texts))
+    spec = CompileSpec(
+        backend="neuron_emu",
+        compiler=f"neuron_emu {emu_version} (emulating neuronx-cc, tensor parallel over {degree} NeuronCores)",
+        auto_cast=options.auto_cast,
+        auto_cast_type=options.auto_cast_type,
+        target_instances=list(target_instances(options.target)),
+        tensor_parallel=degree,
+        num_attention_heads=heads,
+    )
+    return parallel_model_file(buckets[0]), spec
+
+
+def read_parallel_plans(model_dir: Path) -> dict[int, Any]:
+    """The per-bucket tensor-parallel plans (neuron_emu.parallel.ParallelPlan) `compile_parallel` wrote."""
+    from neuron_emu.parallel import ParallelPlan
+
+    path = Path(model_dir) / PARALLEL_PLAN_FILE
+    try:
+        document = json.loads(path.read_text())
+        return {int(bucket): ParallelPlan.from_dict(plan) for bucket, plan in document["buckets"].items()}
+    except FileNotFoundError:
+        raise SageboxError(f"{path} does not exist: not a tensor-parallel model directory") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SageboxError(f"{path} is not a tensor-parallel plan document: {exc}") from None

@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from container.manifest import ManifestError, load_verified, parse, unlisted_files
+from container.manifest import CompileSpec, ManifestError, load_verified, parse, unlisted_files
 
 
 def copy(src: Path, tmp_path: Path) -> Path:
@@ -81,3 +82,28 @@ def test_unlisted_files_are_reported(tiny_model_dir: Path, tmp_path: Path) -> No
     model_dir = copy(tiny_model_dir, tmp_path)
     (model_dir / "notes.txt").write_text("hi")
     assert unlisted_files(model_dir, load_verified(model_dir)) == ["notes.txt"]
+
+
+def _neuron_compile(**fields: object) -> dict[str, object]:
+    return {"compiler": "neuron_emu 0.1.0", "auto_cast": "matmult", "auto_cast_type": "bf16", **fields}
+
+
+def test_compile_spec_tensor_parallel_defaults_keep_old_manifests_valid() -> None:
+    old = CompileSpec.model_validate(_neuron_compile())  # written before the tensor-parallel fields existed
+    assert (old.tensor_parallel, old.num_attention_heads) == (1, None)
+    sharded = CompileSpec.model_validate(_neuron_compile(tensor_parallel=2, num_attention_heads=12))
+    assert CompileSpec.model_validate_json(sharded.model_dump_json()) == sharded
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"tensor_parallel": 0}, "greater than or equal to 1"),
+        ({"tensor_parallel": 3, "num_attention_heads": 4}, "tensor_parallel 3 does not divide the 4 attention heads"),
+        ({"tensor_parallel": 2, "backend": "torch_neuronx"}, "tensor_parallel 2 is only served for neuron_emu models"),
+        ({"num_attention_heads": 0}, "greater than or equal to 1"),
+    ],
+)
+def test_compile_spec_refuses_degrees_it_cannot_serve(fields: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValidationError, match=fragment):
+        CompileSpec.model_validate(_neuron_compile(**fields))

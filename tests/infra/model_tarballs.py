@@ -11,8 +11,15 @@ from pathlib import Path
 from container.manifest import CompileSpec, Manifest, QuantizationSpec, SourceSpec, TokenizerSpec
 
 
-def manifest_for(variant: str, files: dict[str, bytes], neuron_backend: str = "neuron_emu") -> Manifest:
-    """A valid manifest; a neuron one records its compile backend (neuron_emu is what `sagebox build` makes)."""
+def manifest_for(
+    variant: str,
+    files: dict[str, bytes],
+    neuron_backend: str = "neuron_emu",
+    tensor_parallel: int = 1,
+    num_attention_heads: int | None = None,
+) -> Manifest:
+    """A valid manifest; a neuron one records its compile backend (neuron_emu is what `sagebox build` makes) and,
+    when given, its tensor-parallel degree and attention heads."""
     return Manifest(
         tool_version="0.1.0",
         variant=variant,  # type: ignore[arg-type]
@@ -32,6 +39,8 @@ def manifest_for(variant: str, files: dict[str, bytes], neuron_backend: str = "n
                 compiler="test",
                 auto_cast="matmult",
                 auto_cast_type="bf16",
+                tensor_parallel=tensor_parallel,
+                num_attention_heads=num_attention_heads,
             )
             if variant == "neuron"
             else None
@@ -46,12 +55,15 @@ def write_tarball(
     payload: bytes = b"\0" * 4096,
     manifest_first: bool = True,
     neuron_backend: str = "neuron_emu",
+    tensor_parallel: int = 1,
+    num_attention_heads: int | None = None,
 ) -> Path:
     """A deterministic model.tar.gz (fixed mtimes); `variant` None writes no manifest."""
     files = {"model.pt": payload, "tokenizer.json": b"{}"}
     members = list(files.items())
     if variant is not None:
-        entry = ("manifest.json", manifest_for(variant, files, neuron_backend).to_json().encode())
+        manifest = manifest_for(variant, files, neuron_backend, tensor_parallel, num_attention_heads)
+        entry = ("manifest.json", manifest.to_json().encode())
         members = [entry, *members] if manifest_first else [*members, entry]
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:

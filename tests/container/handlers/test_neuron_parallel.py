@@ -1,0 +1,216 @@
+"""The neuron handler on a tensor-parallel neuron_emu model: one neuron_emu.parallel directory per bucket, served by
+worker processes (the stand-in for NeuronCores) that the handler starts at load and stops at close."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import neuron_emu
+from container.handlers import Closable, HandlerError, RuntimeOptions, close_handler, handler_for
+from container.handlers.neuron import NeuronHandler, parallel_bucket_dir, parallel_model_file, threads_per_worker
+from container.manifest import CompileSpec, Manifest, SourceSpec, TokenizerSpec, hash_files, load_verified, parse
+from neuron_emu import parallel
+from tests.neuron_emu.conftest import QAWrapper
+
+BUCKETS = [16, 32]
+DEGREE = 2
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+EXIT_DEADLINE_S = 60.0  # how long exited workers may take to be reaped on a loaded machine (not a speed claim)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def still_alive(pids: Iterable[int]) -> list[int]:
+    deadline = time.monotonic() + EXIT_DEADLINE_S
+    left = [pid for pid in pids if alive(pid)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = [pid for pid in left if alive(pid)]
+    return left
+
+
+def write_tp_model_dir(model: torch.nn.Module, directory: Path) -> Manifest:
+    """What `sagebox compile --tensor-parallel 2` writes, by hand: tp/seq<L>/ per bucket and a manifest."""
+    for bucket in BUCKETS:
+        ones = torch.ones(1, bucket, dtype=torch.long)
+        sharded = parallel.trace(model, (ones, ones.clone(), torch.zeros_like(ones)), tp_degree=DEGREE)
+        sharded.dynamic_batch()
+        sharded.save(directory / parallel_bucket_dir(bucket))
+        sharded.close()
+    (directory / "tokenizer.json").write_text("{}")
+    manifest = Manifest(
+        tool_version="0.1.0",
+        variant="neuron",
+        runtime="neuron",
+        model_file=parallel_model_file(BUCKETS[0]),
+        tokenizer=TokenizerSpec(max_length=64),
+        sequence_buckets=BUCKETS,
+        source=SourceSpec(name="tiny-bert", architecture="bert"),
+        compile=CompileSpec(
+            compiler="test",
+            auto_cast="matmult",
+            auto_cast_type="bf16",
+            tensor_parallel=DEGREE,
+            num_attention_heads=4,
+        ),
+        files=hash_files(directory),
+    )
+    (directory / "manifest.json").write_text(manifest.to_json())
+    return load_verified(directory)
+
+
+@pytest.fixture(scope="module")
+def tp_model_dir(tiny_qa: QAWrapper, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("neuron_tp")
+    write_tp_model_dir(tiny_qa, directory)
+    return directory
+
+
+def features(batch: int, seq: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(batch * 100 + seq)
+    mask = np.ones((batch, seq), dtype=np.int64)
+    mask[0, seq // 2 :] = 0
+    return {
+        "input_ids": rng.integers(5, 1000, (batch, seq), dtype=np.int64),
+        "attention_mask": mask,
+        "token_type_ids": np.zeros((batch, seq), dtype=np.int64),
+    }
+
+
+def test_threads_are_shared_among_the_workers() -> None:
+    assert threads_per_worker(4, 2) == 2
+    assert threads_per_worker(2, 2) == 1
+    assert threads_per_worker(2, 4) == 1  # at least one each
+    assert threads_per_worker(5, 2) == 2  # never more than the runtime's threads together
+
+
+@pytest.mark.slow  # ~10 s each on this 2-core machine: trace once, start 2 workers per bucket
+def test_every_bucket_and_batch_answers_like_the_single_core_graph(tp_model_dir: Path, tiny_qa: QAWrapper) -> None:
+    handler = handler_for("neuron")
+    assert isinstance(handler, NeuronHandler) and isinstance(handler, Closable)
+    handler.load(tp_model_dir, load_verified(tp_model_dir), RuntimeOptions(threads=2))
+    try:
+        pids = handler.worker_pids
+        assert len(pids) == DEGREE * len(BUCKETS) and all(alive(pid) for pid in pids)
+        for seq in BUCKETS:
+            ones = torch.ones(1, seq, dtype=torch.long)
+            single = neuron_emu.trace(tiny_qa, (ones, ones.clone(), torch.zeros_like(ones)))
+            neuron_emu.dynamic_batch(single)
+            for batch in (1, 3, 8):
+                inputs = features(batch, seq)
+                start, end = handler.predict(inputs)
+                assert start.dtype == np.float32 and start.shape == end.shape == (batch, seq)
+                args = [torch.from_numpy(inputs[name]) for name in MODEL_INPUTS]
+                with torch.no_grad():
+                    reference = single(*args)
+                    fp32 = tiny_qa(*args)
+                for got, one_core, cpu in zip((start, end), reference, fp32, strict=True):
+                    # The auto-cast tolerance of tests/neuron_emu/parallel: the sharded graphs add their fp32
+                    # partial sums in another order, so they may differ from the single-core graph by at most
+                    # twice its own distance from fp32 (plus 1e-5 of the logit scale).
+                    cast_error = float((one_core - cpu).abs().max())
+                    bound = 2 * cast_error + 1e-5 * max(1.0, float(cpu.abs().max()))
+                    assert float(np.abs(got - one_core.numpy()).max()) <= bound
+    finally:
+        close_handler(handler)
+    assert still_alive(pids) == []
+    assert handler.worker_pids == []
+    with pytest.raises(HandlerError, match="before load"):
+        handler.predict(features(1, BUCKETS[0]))
+    close_handler(handler)  # twice is harmless
+
+
+@pytest.mark.slow  # ~10 s each on this 2-core machine: trace once, start 2 workers per bucket
+def test_an_artifact_saved_without_dynamic_batch_serves_any_batch_and_stays_untouched(
+    tp_model_dir: Path, tmp_path: Path
+) -> None:
+    directory = _copy(tp_model_dir, tmp_path)
+    for bucket in BUCKETS:
+        path = directory / parallel_model_file(bucket)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "dynamic_batch": False}))
+    manifest = _rewrite(directory)
+    handler = NeuronHandler()
+    handler.load(directory, manifest, RuntimeOptions(threads=1))
+    try:
+        start, _ = handler.predict(features(5, BUCKETS[1]))
+        assert start.shape == (5, BUCKETS[1])
+    finally:
+        handler.close()
+    assert load_verified(directory) == manifest  # enabled in memory; the verified parallel.json is unchanged
+    assert json.loads((directory / parallel_model_file(BUCKETS[0])).read_text())["dynamic_batch"] is False
+
+
+def _copy(tp_model_dir: Path, tmp_path: Path) -> Path:
+    directory = tmp_path / "copy"
+    shutil.copytree(tp_model_dir, directory)
+    return directory
+
+
+def _rewrite(directory: Path, **compile_fields: object) -> Manifest:
+    """The directory's manifest with `compile_fields` changed, listing (and hashing) the files there now."""
+    manifest = parse((directory / "manifest.json").read_text())
+    assert manifest.compile is not None
+    changed = manifest.model_copy(
+        update={
+            "compile": manifest.compile.model_copy(update=compile_fields),
+            "files": hash_files(directory),
+        }
+    )
+    (directory / "manifest.json").write_text(changed.to_json())
+    return load_verified(directory)
+
+
+def _our_workers() -> set[int]:
+    """Live processes whose command line is neuron_emu's worker/fork server, started from this process tree."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"neuron_emu.parallel.worker" in cmdline and alive(int(entry)):
+            found.add(int(entry))
+    return found
+
+
+@pytest.mark.slow  # ~10 s each on this 2-core machine: trace once, start 2 workers per bucket
+def test_refusals_are_one_line_and_leave_no_worker(tp_model_dir: Path, tmp_path: Path) -> None:
+    before = _our_workers()
+    directory = _copy(tp_model_dir, tmp_path)
+    # The manifest says 4 cores; the saved graphs are sharded over 2.
+    wrong_degree = _rewrite(directory, tensor_parallel=4)
+    with pytest.raises(HandlerError) as caught:
+        NeuronHandler().load(directory, wrong_degree, RuntimeOptions(threads=2))
+    assert str(caught.value) == "tp/seq16 is sharded over 2 cores; the manifest says tensor_parallel 4"
+    # A bucket whose sharded graphs the manifest does not list.
+    shutil.rmtree(directory / parallel_bucket_dir(BUCKETS[1]))
+    missing = _rewrite(directory, tensor_parallel=2)
+    with pytest.raises(HandlerError) as caught:
+        NeuronHandler().load(directory, missing, RuntimeOptions(threads=2))
+    assert str(caught.value) == (
+        "the manifest records tensor_parallel 2 but lists no sharded graphs for sequence buckets [32] (tp/seq32)"
+    )
+    # A bucket directory holding something else: one line from neuron_emu, as a HandlerError.
+    (directory / parallel_bucket_dir(BUCKETS[1])).mkdir(parents=True)
+    (directory / parallel_model_file(BUCKETS[1])).write_text("{}")
+    broken = _rewrite(directory)
+    with pytest.raises(HandlerError, match=r"^the tensor-parallel Neuron model cannot be loaded: .*parallel\.json"):
+        NeuronHandler().load(directory, broken, RuntimeOptions(threads=2))
+    assert still_alive(_our_workers() - before) == []  # every failed load stopped the workers it had started
