@@ -94,19 +94,53 @@ class Charge:
 
 
 class Admission:
-    def __init__(self, timeout_s: float, enabled: bool = True) -> None:
+    """The backlog and the two checks: `precheck` on a request's length before it is tokenized, `admit` on its
+    windows' expected cost after. Thread-safe: the inference thread releases charges as model calls return."""
+
+    def __init__(self, timeout_s: float, enabled: bool = True, alpha: float = EWMA_ALPHA) -> None:
         self.timeout_s = timeout_s
         self.enabled = enabled
+        self._alpha = alpha
         self._backlog = 0.0
+        self._seconds_per_char: float | None = None
         self._lock = threading.Lock()
         self.admitted = 0
         self.refused_busy = 0
         self.refused_too_large = 0
+        self.refused_before_tokenizing = 0
 
     @property
     def backlog_s(self) -> float:
         with self._lock:
             return max(0.0, self._backlog)
+
+    def precheck(self, chars: int, now: float, deadline: float) -> None:
+        """Overloaded when a request of `chars` characters, priced at the model seconds per character of the
+        requests admitted so far, cannot fit: under heavy overload most arrivals are refused, and tokenizing each
+        one first (~5 ms for four paragraphs) would leave the event loop no time for anything else. A request the
+        estimate finds bigger than the whole timeout is left to `admit`, which knows (413, not a 503 to retry)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if self._seconds_per_char is None:
+                return
+            need = chars * self._seconds_per_char
+            if need <= self.timeout_s and now + self._backlog + need > deadline:
+                self.refused_busy += 1
+                self.refused_before_tokenizing += 1
+                raise Overloaded(
+                    f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
+                    f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later"
+                )
+
+    def learn(self, chars: int, seconds: float) -> None:
+        """An admitted request of `chars` characters was charged `seconds`: update the per-character price."""
+        if chars < 1:
+            return
+        sample = seconds / chars
+        with self._lock:
+            old = self._seconds_per_char
+            self._seconds_per_char = sample if old is None else old + self._alpha * (sample - old)
 
     def admit(self, costs: Sequence[float], now: float, deadline: float) -> list[Charge]:
         """Charges for `costs` (one per feature), or Overloaded/TooLarge when they cannot finish by `deadline`."""

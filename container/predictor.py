@@ -102,13 +102,17 @@ class Predictor:
         return complete
 
     def run_wanted(
-        self, features: Sequence[Feature], wanted: Callable[[int], bool] | None = None
+        self,
+        features: Sequence[Feature],
+        wanted: Callable[[int], bool] | None = None,
+        done: Callable[[list[int]], None] | None = None,
     ) -> list[Logits | None]:
         """Logits per feature: same-bucket features share model calls of at most `batch_limit(bucket)` features.
 
         Right before a call, `wanted(i)` is asked about each feature that would go into it: one it declines (its
         caller is gone) never reaches the model and gets None, and the call takes the next feature instead. So a
-        batch whose callers leave mid-way stops costing model time.
+        batch whose callers leave mid-way stops costing model time. `done(indices)` hears of each call's features
+        once the call returned.
         """
         results: list[Logits | None] = [None] * len(features)
         by_bucket: dict[int, deque[int]] = defaultdict(deque)
@@ -127,6 +131,8 @@ class Predictor:
                 starts, ends = self.predict_batch([features[i] for i in chunk])
                 for row, i in enumerate(chunk):
                     results[i] = (starts[row], ends[row])
+                if done is not None:
+                    done(chunk)
         return results
 
     def predict_batch(self, features: Sequence[Feature]) -> Logits:

@@ -207,14 +207,18 @@ class QAService:
         predictor, batcher = self._predictor, self._batcher
         assert predictor is not None and batcher is not None
         deadline = arrived + self.settings.timeout_s
-        groups = await self._featurize(predictor, request)
+        chars = sum(len(q.question) + len(q.context) for q in request.questions)
+        self.admission.precheck(chars, self.clock.now(), deadline)
+        groups = await self._featurize(predictor, request, chars)
         flat = [f for group in groups for f in group]
         if len(flat) > self.settings.max_features_per_request:
             raise TooManyWindows(
                 f"request needs {len(flat)} model windows; the limit is {self.settings.max_features_per_request} "
                 "(shorten the context or split the request)"
             )
-        charges = self.admission.admit([self.cost.seconds(f.bucket) for f in flat], self.clock.now(), deadline)
+        costs = [self.cost.seconds(f.bucket) for f in flat]
+        charges = self.admission.admit(costs, self.clock.now(), deadline)
+        self.admission.learn(chars, sum(costs))
         job = _Job(deadline)
         try:
             async with self.clock.timeout_at(deadline):  # the deadline cancels the wait, then raises TimeoutError
@@ -244,12 +248,11 @@ class QAService:
             cursor += len(group)
         return answers
 
-    async def _featurize(self, predictor: Predictor, request: payload.Request) -> list[list[Feature]]:
+    async def _featurize(self, predictor: Predictor, request: payload.Request, chars: int) -> list[list[Feature]]:
         def featurize() -> list[list[Feature]]:
             return [predictor.processor.featurize(q.question, q.context) for q in request.questions]
 
-        size = sum(len(q.question) + len(q.context) for q in request.questions)
-        if size > INLINE_TOKENIZE_CHARS:
+        if chars > INLINE_TOKENIZE_CHARS:
             return await asyncio.to_thread(featurize)
         return featurize()
 
@@ -262,11 +265,15 @@ class QAService:
             job = items[index].job
             if job.abandoned or self.clock.now() >= job.deadline:
                 self.dropped_features += 1
+                self.admission.release([items[index].charge])
                 return False
             return True
 
+        def done(indices: list[int]) -> None:  # the backlog shrinks call by call, not batch by batch
+            self.admission.release(items[i].charge for i in indices)
+
         try:
-            return predictor.run_wanted([item.feature for item in items], wanted)
+            return predictor.run_wanted([item.feature for item in items], wanted, done)
         finally:
             self.admission.release(item.charge for item in items)
 
@@ -295,6 +302,7 @@ class QAService:
             "admitted": self.admission.admitted,
             "refused_busy": self.admission.refused_busy,
             "refused_too_large": self.admission.refused_too_large,
+            "refused_before_tokenizing": self.admission.refused_before_tokenizing,
             "timed_out": self.timed_out,
             "abandoned": self.abandoned,
             "dropped_features": self.dropped_features,

@@ -84,6 +84,8 @@ class GateHandler:
         self.open = threading.Event()
         if not closed:
             self.open.set()
+        # While set, every call also takes one permit: the test lets calls through one at a time.
+        self.permits: threading.Semaphore | None = None
         self.entered = threading.Event()  # set when a call starts; the test clears it to wait for the next one
         self.fail = fail
         self.calls: list[np.ndarray] = []
@@ -97,6 +99,8 @@ class GateHandler:
         self.entered.set()
         if not self.open.wait(EVENT_TIMEOUT_S):
             raise RuntimeError("the test never opened the gate")
+        if self.permits is not None and not self.permits.acquire(timeout=EVENT_TIMEOUT_S):
+            raise RuntimeError("the test never let this call through")
         if self.fail:
             raise RuntimeError("gate handler asked to fail")
         logits = self._weights[inputs["input_ids"]]

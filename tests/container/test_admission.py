@@ -80,3 +80,20 @@ def test_the_predictor_times_every_model_call_on_its_timer() -> None:
     )
     predictor.run([processor.filler_feature(64)] * 3 + [processor.filler_feature(128)])
     assert seen == [(64, 3, 0.25), (128, 1, 0.75)]
+
+
+def test_precheck_prices_a_request_by_its_length_once_it_has_learnt_a_price() -> None:
+    admission = Admission(timeout_s=10.0, alpha=0.5)
+    admission.precheck(10_000, 0.0, 10.0)  # nothing learnt: never refuses
+    admission.admit([6.0], 0.0, 10.0)
+    admission.learn(1_000, 6.0)  # 6 ms a character
+    admission.precheck(500, 0.0, 10.0)  # 6 + 3 s fits
+    with pytest.raises(Overloaded):
+        admission.precheck(1_000, 0.0, 10.0)  # 6 + 6 s does not
+    admission.precheck(5_000, 0.0, 10.0)  # 30 s: bigger than the timeout, left to admit() to call 413
+    admission.learn(1_000, 2.0)  # the price moves by alpha: 4 ms a character
+    admission.precheck(1_000, 0.0, 10.0)
+    assert (admission.refused_busy, admission.refused_before_tokenizing) == (1, 1)
+    off = Admission(timeout_s=10.0, enabled=False)
+    off.learn(1, 100.0)
+    off.precheck(1_000, 0.0, 10.0)

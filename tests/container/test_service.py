@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ from container import payload
 from container.admission import Overloaded, TooLarge
 from container.manifest import ManifestError
 from container.predictor import CallObserver, Predictor
+from container.qa import Feature
 from container.service import (
     FAILED_REASON,
     REFUSED_REASON,
@@ -314,5 +316,60 @@ def test_closing_fails_queued_work_and_refuses_new_work() -> None:
             await service.answer(SHORT, service.clock.now())
         handler.open.set()
         running.cancel()
+
+    run(main())
+
+
+def test_the_backlog_shrinks_as_each_model_call_returns() -> None:
+    handler = GateHandler()
+    service = make_service(handler, cost=FixedCost(1.0), SAGEMAKER_MODEL_SERVER_TIMEOUT="10")
+
+    async def main() -> None:
+        await started(service, handler)
+        handler.permits = threading.Semaphore(0)
+        task = asyncio.create_task(service.answer(LONG, service.clock.now()))  # two windows, one call each
+        await wait_for(handler.entered)
+        assert service.admission.backlog_s == 2.0
+        handler.entered.clear()
+        handler.permits.release()  # the first call returns, the second starts
+        await wait_for(handler.entered)
+        assert service.admission.backlog_s == 1.0
+        handler.permits.release()
+        await task
+        assert service.admission.backlog_s == 0.0
+        await service.close()
+
+    run(main())
+
+
+def test_far_over_capacity_a_request_is_refused_before_it_is_tokenized(monkeypatch: pytest.MonkeyPatch) -> None:
+    handler = GateHandler()
+    service = make_service(handler, cost=FixedCost(4.0), SAGEMAKER_MODEL_SERVER_TIMEOUT="10")
+
+    async def main() -> None:
+        await started(service, handler)
+        assert service._predictor is not None
+        processor = service._predictor.processor
+        featurized: list[str] = []
+        real = processor.featurize
+
+        def counting(question: str, context: str) -> list[Feature]:
+            featurized.append(context)
+            return real(question, context)
+
+        monkeypatch.setattr(processor, "featurize", counting)
+        handler.open.clear()
+        first = asyncio.create_task(service.answer(SHORT, service.clock.now()))  # 4 s, and 4 s per request learnt
+        await wait_for(handler.entered)
+        second = asyncio.create_task(service.answer(SHORT, service.clock.now()))
+        await asyncio.sleep(0)
+        assert len(featurized) == 2 and service.admission.backlog_s == 8.0
+        with pytest.raises(Overloaded, match="at capacity"):
+            await service.answer(SHORT, service.clock.now())
+        assert len(featurized) == 2  # refused on its length alone
+        assert service.admission.refused_before_tokenizing == 1
+        handler.open.set()
+        await asyncio.gather(first, second)
+        await service.close()
 
     run(main())
