@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from container.errors import ContainerError
+
 In = TypeVar("In")
 Out = TypeVar("Out")
 T = TypeVar("T")
 
 
-class BatcherClosed(RuntimeError):
+class BatcherClosed(ContainerError, RuntimeError):
     """The batcher is shutting down and takes no more work."""
 
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from container.errors import ContainerError
+
 # SageMaker's own names (the hosting platform sets these).
 BIND_TO_PORT = "SAGEMAKER_BIND_TO_PORT"
 MODEL_SERVER_WORKERS = "SAGEMAKER_MODEL_SERVER_WORKERS"
@@ -39,7 +41,7 @@ SIX_MB = 6 * 1024 * 1024
 DEFAULT_MAX_BATCH_TOKENS = 512
 
 
-class EnvError(ValueError):
+class EnvError(ContainerError, ValueError):
     """An environment variable holds a value the server cannot use."""
 
 

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from container.errors import ContainerError
+
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
 
@@ -16,7 +18,7 @@ Variant = Literal["fp32", "int8", "neuron"]
 Runtime = Literal["torchscript", "onnxruntime", "neuron"]
 
 
-class ManifestError(ValueError):
+class ManifestError(ContainerError, ValueError):
     """A model directory whose manifest is missing, malformed, or disagrees with the files."""
 
 

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from container.errors import ContainerError
+
 JSON = "application/json"
 JSON_LINES = "application/jsonlines"
 _JSON_LINES_ALIASES = {
@@ -17,7 +19,7 @@ _JSON_LINES_ALIASES = {
 _JSON_ALIASES = {"application/json", "text/json"}
 
 
-class PayloadError(ValueError):
+class PayloadError(ContainerError, ValueError):
     """A request the server must refuse; `status` is the HTTP status to answer with."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from container.env import DEFAULT_MAX_BATCH_TOKENS
-from container.handlers import Handler, HandlerError, RuntimeOptions, handler_for
+from container.handlers import Handler, HandlerError, RuntimeOptions, close_handler, handler_for
 from container.manifest import Manifest, load_verified, unlisted_files
 from container.qa import Answer, Feature, QAProcessor
 
@@ -162,6 +162,10 @@ class Predictor:
         for (bucket, size), count in sorted(self._calls.items()):
             table.setdefault(str(bucket), {})[str(size)] = count
         return table
+
+    def close(self) -> None:
+        """Release what the handler holds beyond memory (worker processes of a tensor-parallel model)."""
+        close_handler(self.handler)
 
     def answer(self, question: str, context: str) -> Answer:
         return self.answer_many([(question, context)])[0]

@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
+from container.errors import ContainerError
+
 # Smallest window of context tokens worth sending next to the question.
 MIN_CONTEXT_TOKENS = 8
 # Padding for the end-logit windows of best_span, sliced rather than allocated per call (longer answers allocate).
 _NEG_INF = np.full(1024, -np.inf, dtype=np.float32)
 
 
-class InputTooLong(ValueError):
+class InputTooLong(ContainerError, ValueError):
     """The question alone does not fit the largest sequence bucket."""
 
 

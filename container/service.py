@@ -24,6 +24,7 @@ from container.admission import Admission, Charge, CostEstimate, EwmaCost
 from container.batching import BatcherClosed, MicroBatcher
 from container.clock import Clock, MonotonicClock
 from container.env import ServerSettings
+from container.errors import ContainerError
 from container.handlers import HandlerError
 from container.manifest import ManifestError
 from container.predictor import CallObserver, Logits, Predictor, PredictorOptions
@@ -49,7 +50,7 @@ class ModelStatus(enum.Enum):
     FAILED = "failed"
 
 
-class ServiceError(Exception):
+class ServiceError(ContainerError):
     """A request the service cannot answer; the message is safe to show the client."""
 
 
@@ -157,6 +158,8 @@ class QAService:
         batcher = self._batcher
         if batcher is not None:
             await batcher.close(wait=not batcher.busy)
+        if self._predictor is not None:
+            self._predictor.close()  # e.g. a tensor-parallel model's worker processes
 
     def _load_from_settings(self, on_call: CallObserver) -> Predictor:
         s = self.settings

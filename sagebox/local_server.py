@@ -88,7 +88,11 @@ class LocalServer:
             if status == 200:
                 return
             if body.get("status") == "failed":
-                raise SageboxError(f"server on port {self.port} refused its model: {body.get('message')}")
+                from sagebox.box.fleet import load_failure
+
+                lines = self.log().splitlines()[-40:]
+                reason = load_failure(lines) or str(body.get("message"))
+                raise SageboxError(f"server on port {self.port} did not load its model: {reason}")
             time.sleep(0.05)
         raise SageboxError(f"server on port {self.port} not ready after {timeout:.0f}s; see {self.log_path}")
 

@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from container.errors import ContainerError
 from container.manifest import Manifest
 
 # Positional input order of every graph Sagebox exports (a graph may ignore token_type_ids).
@@ -16,7 +17,7 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 ModelInputs = dict[str, np.ndarray]
 
 
-class HandlerError(RuntimeError):
+class HandlerError(ContainerError, RuntimeError):
     """A model the handler cannot load or run."""
 
 

@@ -126,6 +126,18 @@ def answers_ping(instance: Instance) -> bool:
         return False
 
 
+LOAD_FAILURES = ("model refused:", "model failed to load:")
+
+
+def load_failure(lines: list[str]) -> str | None:
+    """The container's own log line that says why its model did not load (the last one), from `model ...` on."""
+    for line in reversed(lines):
+        for marker in LOAD_FAILURES:
+            if marker in line:
+                return line[line.index(marker) :].strip()
+    return None
+
+
 def wait_healthy(
     instance: Instance,
     timeout_s: float,
@@ -144,7 +156,9 @@ def wait_healthy(
         if status == 200:
             return clock() - started
         if body.get("status") == "failed":
-            raise InstanceFailed(f"the container reported a failed model: {body.get('message', 'no reason given')}")
+            # The container tells clients only a short reason; its log line says why (container/service.py).
+            reason = load_failure(instance.last_log_lines(40)) or str(body.get("message", "no reason given"))
+            raise InstanceFailed(f"the container reported a failed model: {reason}")
         sleep(0.1)
     raise InstanceFailed(
         f"the container did not pass the ping health check within {timeout_s:.0f} s "

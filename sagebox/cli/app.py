@@ -32,12 +32,12 @@ EXIT_INTERNAL_ERROR = 70
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from container.env import EnvError
-    from container.manifest import ManifestError
-    from infra.catalog import CatalogError
+    """One error root per product: Sagebox's, the CDK app's, the serving container's (neuron_emu's errors are
+    translated into SageboxError where sagebox calls it)."""
+    from container.errors import ContainerError
     from infra.errors import InfraError
 
-    return (SageboxError, ManifestError, CatalogError, EnvError, InfraError)
+    return (SageboxError, InfraError, ContainerError)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -127,3 +127,16 @@ def test_the_gateway_refuses_a_large_body_without_reading_it() -> None:
     assert chunks_read == [4_000_000, 4_000_000]  # stopped at the chunk that crossed the limit
     small = request([], [b"ab", b"cd"])
     assert asyncio.run(read_limited(small, 10)) == b"abcd"
+
+
+def test_the_reason_a_model_did_not_load_is_read_from_the_container_log() -> None:
+    from sagebox.box.fleet import load_failure
+
+    lines = [
+        "2026-12-01 INFO sagebox.server [pid 7] loading model from /opt/ml/model",
+        "2026-12-01 ERROR sagebox.server [pid 7] model refused: model is tampered: sha256 mismatch for model.onnx",
+        "2026-12-01 INFO uvicorn.error [pid 7] Application startup complete.",
+    ]
+    assert load_failure(lines) == "model refused: model is tampered: sha256 mismatch for model.onnx"
+    assert load_failure(["model failed to load: OSError: disk"]) == "model failed to load: OSError: disk"
+    assert load_failure(["nothing to see"]) is None

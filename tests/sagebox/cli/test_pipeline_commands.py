@@ -11,6 +11,7 @@ from sagebox.cli.app import main
 from sagebox.cli.quantize import EXIT_GATE_FAILED
 from sagebox.pipeline.evaluate import evaluate_model_dir
 from sagebox.pipeline.squad import load_squad
+from tests.sagebox.conftest import TINY_MODEL_MAX_F1_DROP
 
 
 def _one_error_line(err: str) -> str:
@@ -27,7 +28,10 @@ def _quantize(model: Path, out: Path, eval_path: Path, *extra: str) -> int:
 def test_quantize_passes_and_prints_the_table(
     outlier_hf_folder: Path, self_consistent_json: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _quantize(outlier_hf_folder, tmp_path / "out", self_consistent_json, "--threads", "1")
+    tolerance = str(TINY_MODEL_MAX_F1_DROP)
+    code = _quantize(
+        outlier_hf_folder, tmp_path / "out", self_consistent_json, "--threads", "1", "--max-f1-drop", tolerance
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "accuracy gate passed" in out

@@ -9,10 +9,11 @@ from container.manifest import ManifestError, load_verified
 from sagebox.errors import SageboxError
 from sagebox.pipeline.quant_options import QuantizeOptions
 from sagebox.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
+from sagebox.pipeline.squad import load_squad
+from tests.sagebox.conftest import TINY_MODEL_MAX_F1_DROP
 
 # A tiny random model has near-tied spans that INT8 rounding can flip (one of 40 answers costs 2.5 F1 points); a
 # sound recipe stays within this, a broken one loses more than 20 points (test_gate_trips_...).
-TINY_MODEL_MAX_F1_DROP = 5.0
 
 
 def test_quantize_builds_evaluates_and_keeps_a_passing_int8(
@@ -24,7 +25,7 @@ def test_quantize_builds_evaluates_and_keeps_a_passing_int8(
     )
     outcome = run_quantize(request, say=lines.append)
     assert outcome.gate.passed
-    assert outcome.fp32.score.total == 40
+    assert outcome.fp32.score.total == len(load_squad(self_consistent_json)) >= 30
     assert outcome.gate.f1_drop <= TINY_MODEL_MAX_F1_DROP
     assert load_verified(tmp_path / "out" / "fp32").variant == "fp32"
     assert load_verified(tmp_path / "out" / "int8").variant == "int8"
