@@ -1442,7 +1442,7 @@ HEALTH = (
     _r(
         "health",
         "product",
-        "product:product count:few frequency:frequency weight:weight",
+        "product:product count:few frequency:frequency weight:dose",
         (
             "Adults should take {count} tablets of {weight} {frequency}.",
             "The dose for adults is {count} tablets ({weight} each), taken {frequency}.",
@@ -1605,6 +1605,24 @@ CULTURE = (
 # Facts of no particular domain, mixed into paragraphs of every domain: people named with their role, rules
 # (if ..., then ...), figures that changed, careers in order, purposes, lists of names, what did not happen.
 COMMON = (
+    _r(
+        "common",
+        "service",
+        "service:service time:time close:time weekday:weekday",
+        (
+            "{service.Cap} is open from {time} to {close}, but not on {weekday}s.",
+            "{service.Cap} opens at {time} and closes at {close}; it is shut on {weekday}s.",
+            "From {time} until {close} (except {weekday}s), {service} is available.",
+        ),
+        (
+            ("When does {service} open?", "time"),
+            ("What time does {service} close?", "close"),
+            ("Until when is {service} open?", "close"),
+            ("When can you not use {service}?", "weekday"),
+            ("What time does {service} start?", "time"),
+        ),
+        (("At what time does {service} finish?", "close"),),
+    ),
     _r(
         "common",
         "p",

@@ -151,7 +151,7 @@ def _paragraph(
             else:
                 value = make_value(kind, rng, split)
                 for _ in range(20):
-                    if value.text not in taken:
+                    if value.text not in taken and value.text not in {v.text for v in values.values()}:
                         break
                     value = make_value(kind, rng, split)
                 else:

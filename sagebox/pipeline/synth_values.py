@@ -196,6 +196,10 @@ MEASURES = (
     ("daily visitor numbers", "count"),
     ("the length of the queue", "span"),
 )
+SERVICES = _words(
+    "breakfast|lunch|the bar|the pool|the library|the shop|reception|the café|the sauna|the ticket office|"
+    "the help desk|the car park|the gift shop|dinner|the crèche"
+)
 PURPOSES = _words(
     "so that the paint would dry evenly|so that children could reach the shelves|to keep the rain out|"
     "to save money on heating|so that deliveries could arrive at night|to stop the banks from washing away|"
@@ -398,6 +402,12 @@ def _price(rng: random.Random, split: str) -> Value:
     symbol, word = rng.choice(_CURRENCIES)
     amount = str(rng.randint(2, 95)) if rng.random() < 0.6 else f"{rng.randint(1, 40)}.{rng.randint(0, 99):02d}"
     return Value(f"{symbol}{amount}{word}")
+
+
+def _dose(rng: random.Random, split: str) -> Value:
+    n = rng.choice((5, 10, 20, 25, 50, 100, 125, 200, 250, 400, 500))
+    unit = rng.choice(("mg", "mg", "milligrams", "micrograms"))
+    return Value(f"{n} {unit}", {"number": str(n), "unit": unit})
 
 
 def _stars(rng: random.Random, split: str) -> Value:
@@ -615,6 +625,7 @@ MAKERS: dict[str, Maker] = {
     "foods": Maker(_food_list),
     "subjects": Maker(_subject_list),
     "childword": Maker(_pick(("daughter", "son"))),
+    "service": Maker(_pick(SERVICES)),
     "award": Maker(_pick(AWARDS)),
     "symptom": Maker(_pick(SYMPTOMS)),
     "weather": Maker(_pick(WEATHER)),
@@ -640,6 +651,7 @@ MAKERS: dict[str, Maker] = {
     "money": Maker(_money),
     "price": Maker(_price),
     "stars": Maker(_stars),
+    "dose": Maker(_dose),
     "length": Maker(_measure("length")),
     "size": Maker(_measure("size")),
     "distance": Maker(_measure("distance")),

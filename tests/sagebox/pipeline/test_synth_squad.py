@@ -3,9 +3,16 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable
+from functools import cache
 
 from sagebox.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
+from sagebox.pipeline.squad import QAExample
 from sagebox.pipeline.synth_squad import RELATIONS, generate
+
+
+@cache
+def _sample(n: int, split: str = "train") -> tuple[QAExample, ...]:
+    return tuple(generate(n, 0, split))
 
 
 def test_deterministic_and_sized() -> None:
@@ -74,14 +81,14 @@ def test_every_question_slot_is_stated_by_the_relation() -> None:
 
 
 def test_questions_of_every_kind_are_asked() -> None:
-    questions = [e.question.lower() for e in generate(3000, 0)]
+    questions = [e.question.lower() for e in _sample(3000)]
     for opener in ("who", "what", "when", "where", "which", "why", "how many", "how much", "how long", "how often"):
         share = sum(q.startswith(opener) or f" {opener} " in q for q in questions) / len(questions)
         assert share > 0.005, (opener, share)
 
 
 def test_answers_of_many_shapes() -> None:
-    answers = [e.answers[0].text for e in generate(3000, 0)]
+    answers = [e.answers[0].text for e in _sample(3000)]
 
     def share(test: Callable[[str], bool]) -> float:
         return sum(map(test, answers)) / len(answers)
@@ -97,7 +104,7 @@ def test_how_many_unit_questions_take_the_bare_figure() -> None:
     """ "How many metres ...?" is answered by the figure alone, as SQuAD annotators cut it."""
     units = ("metres", "kilometres", "miles", "square kilometres", "hectares", "acres", "kg", "GB", "watts")
     checked = 0
-    for e in generate(3000, 0):
+    for e in _sample(3000):
         if any(e.question.startswith(f"How many {u} ") for u in units):
             assert re.fullmatch(r"[\d,.]+", e.answers[0].text), (e.question, e.answers[0].text)
             checked += 1
@@ -126,7 +133,7 @@ def test_no_reference_sample_text_in_generated_data() -> None:
     """The rainforest sample (sagebox/demo_data.py) is what invoke-INT8.py asks: none of it may be trained on."""
     sample = _shingles(RAINFOREST_CONTEXT, 5) | {run for q in RAINFOREST_QUESTIONS for run in _shingles(q, 5)}
     for split in ("train", "dev"):
-        for e in generate(3000, 0, split):
+        for e in _sample(3000, split):
             assert not _shingles(e.context, 5) & sample, e.context
             assert not _shingles(e.question, 5) & sample, e.question
             assert "amazon" not in e.context.lower() and "rainforest" not in e.context.lower()
