@@ -1,7 +1,9 @@
 """The local runtime's route table: endpoint name -> its variants -> the instances that answer them.
 
 The control plane writes it (atomically) whenever an endpoint starts serving, changes or stops; the runtime
-gateway re-reads it when the file changes. Only InService endpoints are in it.
+gateway re-reads it when the file changes. Only endpoints that serve are in it. During a blue/green update an
+endpoint has two fleets: the one that serves (`variants`, of endpoint config `config`) and the new one
+(`new_fleet`), which takes `new_fleet.share` of the traffic as the deployment policy shifts it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,28 +25,52 @@ class VariantRoute:
 
 
 @dataclass(frozen=True)
+class FleetRoute:
+    """A blue/green update's new fleet: its endpoint config, its share of the endpoint's traffic, its variants."""
+
+    config: str
+    share: float
+    variants: tuple[VariantRoute, ...]
+
+
+@dataclass(frozen=True)
 class Route:
     endpoint: str
     variants: tuple[VariantRoute, ...]
+    config: str = ""  # the endpoint config of `variants` ("" when unknown)
+    new_fleet: FleetRoute | None = None
 
     def variant(self, name: str) -> VariantRoute | None:
         return next((v for v in self.variants if v.name == name), None)
+
+    def fleets(self) -> list[tuple[str, float, tuple[VariantRoute, ...]]]:
+        """(config, share of traffic, variants) of each fleet that takes traffic."""
+        new = self.new_fleet
+        if new is None or new.share <= 0:
+            return [(self.config, 1.0, self.variants)]
+        if new.share >= 1:
+            return [(new.config, 1.0, new.variants)]
+        return [(self.config, 1.0 - new.share, self.variants), (new.config, new.share, new.variants)]
+
+
+def _variants(raw: list[dict[str, Any]]) -> tuple[VariantRoute, ...]:
+    return tuple(VariantRoute(v["name"], float(v["weight"]), tuple(v["urls"]), v.get("log_path", "")) for v in raw)
 
 
 def load_routes(path: Path) -> dict[str, Route]:
     if not path.is_file():
         return {}
     raw = json.loads(path.read_text())
-    return {
-        name: Route(
+    routes = {}
+    for name, entry in raw.items():
+        new = entry.get("new_fleet")
+        routes[name] = Route(
             entry["endpoint"],
-            tuple(
-                VariantRoute(v["name"], float(v["weight"]), tuple(v["urls"]), v.get("log_path", ""))
-                for v in entry["variants"]
-            ),
+            _variants(entry["variants"]),
+            entry.get("config", ""),
+            FleetRoute(new["config"], float(new["share"]), _variants(new["variants"])) if new else None,
         )
-        for name, entry in raw.items()
-    }
+    return routes
 
 
 def save_routes(path: Path, routes: dict[str, Route]) -> None:

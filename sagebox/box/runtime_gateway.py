@@ -4,19 +4,28 @@ boto3's `sagemaker-runtime` client talks to it through `endpoint_url` (or AWS_EN
 and gets SageMaker's own answers: the container's body and headers on success, `ValidationError` for an unknown
 endpoint, `ModelError` (424, with OriginalStatusCode/OriginalMessage/LogStreamArn) when the container answers
 with an error, `ServiceUnavailable` when it cannot be reached.
+
+During a blue/green update it sends the new fleet its share of the traffic (see sagebox.box.routes). Every
+invocation is measured as SageMaker measures it (sagebox.box.invocation_metrics) and published to the embedded
+CloudWatch by a background task once a second, off the request path; the box's control plane evaluates alarms
+and autoscaling on those metrics.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import itertools
 import json
 import logging
 import random
 import sys
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import uvicorn
 from starlette.applications import Starlette
@@ -24,6 +33,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as HttpRoute
 
+from sagebox.box.invocation_metrics import (
+    CLIENT_ERROR,
+    FLUSH_S,
+    NAMESPACE,
+    OK,
+    SERVER_ERROR,
+    Invocation,
+    InvocationRecorder,
+    batches,
+)
 from sagebox.box.routes import Route, RouteTable, VariantRoute
 from sagebox.box.upstream import HttpUpstream, Upstream, UpstreamTimeout, UpstreamUnavailable
 
@@ -55,22 +74,44 @@ async def read_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass(frozen=True)
+class Choice:
+    config: str  # the endpoint config of the fleet that answers
+    variant: VariantRoute
+    fleet_size: int  # instances of this variant in that fleet
+
+
 class Picker:
-    """Which variant answers (by weight, or the caller's TargetVariant) and which of its instances (in turn)."""
+    """Which fleet answers (by its share of traffic during a blue/green update), which variant (by weight, or the
+    caller's TargetVariant) and which of its instances (in turn)."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
         self._turns: dict[tuple[str, str, tuple[str, ...]], Iterator[str]] = {}
 
-    def variant(self, route: Route, target: str | None) -> VariantRoute | None:
+    def choose(self, route: Route, target: str | None) -> Choice | None:
+        fleets = route.fleets()
         if target:
-            return route.variant(target)
-        weights = [max(0.0, v.weight) for v in route.variants]
-        if not route.variants:
+            having = [(config, share, v) for config, share, variants in fleets for v in variants if v.name == target]
+            if not having:
+                return None
+            config, _, variant = (
+                having[0] if len(having) == 1 else self._rng.choices(having, weights=[h[1] for h in having])[0]
+            )
+            return Choice(config, variant, len(variant.urls))
+        if len(fleets) == 1:
+            config, _, variants = fleets[0]
+        else:
+            config, _, variants = self._rng.choices(fleets, weights=[f[1] for f in fleets])[0]
+        if not variants:
             return None
-        if sum(weights) <= 0:
-            return route.variants[0]
-        return self._rng.choices(route.variants, weights=weights)[0]
+        weights = [max(0.0, v.weight) for v in variants]
+        chosen = variants[0] if sum(weights) <= 0 else self._rng.choices(variants, weights=weights)[0]
+        return Choice(config, chosen, len(chosen.urls))
+
+    def variant(self, route: Route, target: str | None) -> VariantRoute | None:
+        choice = self.choose(route, target)
+        return choice.variant if choice else None
 
     def url(self, route: Route, variant: VariantRoute) -> str | None:
         if not variant.urls:
@@ -92,26 +133,105 @@ def aws_error(status: int, code: str, message: str, **extra: object) -> Response
     )
 
 
+class MetricsSink(Protocol):
+    def publish(self, datums: list[dict[str, Any]]) -> None: ...
+
+
+class EmbeddedCloudWatch:
+    """PutMetricData to the box's embedded AWS, found through the file it writes into the box's state directory
+    (re-read when it is missing or a call fails: the embedded AWS may start after the gateway, or restart)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._state_dir = state_dir
+        self._client: Any = None
+        self._warned_at = -float("inf")
+
+    def _connect(self) -> Any:
+        from sagebox.box.embedded_aws.config import ACCESS_KEY, read_endpoint_file
+
+        found = read_endpoint_file(self._state_dir)
+        if found is None:
+            return None
+        import boto3
+
+        return boto3.client(
+            "cloudwatch",
+            endpoint_url=found.url,
+            region_name=found.region,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=ACCESS_KEY,
+        )
+
+    def resolution_s(self) -> float:
+        from sagebox.box.embedded_aws.config import read_endpoint_file
+
+        found = read_endpoint_file(self._state_dir)
+        return found.resolution_s if found else 1.0
+
+    def publish(self, datums: list[dict[str, Any]]) -> None:
+        if self._client is None:
+            self._client = self._connect()
+            if self._client is None:
+                return  # no embedded AWS beside this gateway: nothing to publish to
+        try:
+            for batch in batches(datums):
+                self._client.put_metric_data(Namespace=NAMESPACE, MetricData=batch)
+        except Exception as exc:  # the embedded AWS stopped or moved: metrics of this second are lost
+            self._client = None
+            if time.monotonic() - self._warned_at > 60:
+                self._warned_at = time.monotonic()
+                log.warning("could not publish invocation metrics to the embedded CloudWatch: %s", exc)
+
+
 def create_gateway(
-    routes_path: Path, region: str = "us-east-1", upstream: Upstream | None = None, picker: Picker | None = None
+    routes_path: Path,
+    region: str = "us-east-1",
+    upstream: Upstream | None = None,
+    picker: Picker | None = None,
+    metrics: MetricsSink | None = None,
+    flush_s: float = FLUSH_S,
+    now: Callable[[], float] = time.time,
+    timer: Callable[[], float] = time.perf_counter,
 ) -> Starlette:
+    """`metrics` receives the PutMetricData datums every `flush_s` (default: the box's embedded CloudWatch)."""
     table = RouteTable(routes_path)
     client = upstream or HttpUpstream(timeout_s=60.0, connect_timeout_s=2.0)
     pick = picker or Picker()
+    sink = metrics if metrics is not None else EmbeddedCloudWatch(routes_path.parent)
+    resolution = getattr(sink, "resolution_s", None)
+    recorder = InvocationRecorder(resolution() if callable(resolution) else 1.0)
+
+    def measured(choice: Choice, name: str, started: float, outcome: str, model_s: float | None) -> None:
+        total = timer() - started
+        recorder.record(
+            Invocation(
+                now(),
+                name,
+                choice.variant.name,
+                choice.config,
+                choice.fleet_size,
+                outcome,
+                model_s,
+                max(0.0, total - (model_s or 0.0)),
+            )
+        )
 
     async def invoke(request: Request) -> Response:
+        started = timer()
         name = request.path_params["name"]
         route = table.get(name)
         if route is None:
             return aws_error(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
         target = request.headers.get(TARGET_VARIANT)
-        variant = pick.variant(route, target)
-        if variant is None:
+        choice = pick.choose(route, target)
+        if choice is None:
             return aws_error(
                 400, "ValidationError", f"Target variant {target} is not a production variant of endpoint {name}."
             )
+        variant = choice.variant
         url = pick.url(route, variant)
         if url is None:
+            measured(choice, name, started, SERVER_ERROR, None)
             return aws_error(503, "ServiceUnavailable", f"Endpoint {name} has no healthy instance of {variant.name}.")
         try:
             body = await read_limited(request, MAX_PAYLOAD)
@@ -121,15 +241,21 @@ def create_gateway(
         for name_in in ("accept", CUSTOM_ATTRIBUTES.lower()):
             if name_in in request.headers:
                 headers[name_in] = request.headers[name_in]
+        sent = timer()
         try:
             upstream = await client.post(url, "/invocations", body, headers)
         except UpstreamTimeout:
+            measured(choice, name, started, SERVER_ERROR, None)
             return aws_error(
                 424, "ModelError", "Model container did not respond within 60 seconds.", OriginalStatusCode=504
             )
         except UpstreamUnavailable as exc:
+            measured(choice, name, started, SERVER_ERROR, None)
             log.warning("endpoint %s unreachable at %s: %s", name, url, exc)
             return aws_error(503, "ServiceUnavailable", f"Endpoint {name} is not reachable; is it running?")
+        model_s = timer() - sent
+        status = upstream.status_code
+        measured(choice, name, started, OK if status < 400 else CLIENT_ERROR if status < 500 else SERVER_ERROR, model_s)
         log_stream = f"arn:aws:logs:{region}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/{name}"
         if upstream.status_code >= 400:
             original = upstream.body.decode("utf-8", errors="replace")[:4096]
@@ -159,10 +285,33 @@ def create_gateway(
     async def health(request: Request) -> Response:
         return Response('{"status": "ok"}', media_type="application/json")
 
+    async def flush() -> None:
+        if callable(resolution):  # box time: one box second, as the embedded AWS says (it may start later)
+            recorder.resolution_s = resolution()
+        datums = recorder.drain()
+        if datums:
+            await asyncio.get_running_loop().run_in_executor(None, sink.publish, datums)
+
+    async def flush_every_interval() -> None:
+        while True:
+            await asyncio.sleep(flush_s)
+            try:
+                await flush()
+            except Exception:  # never let metrics stop the gateway
+                log.exception("publishing invocation metrics failed")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await client.aclose()
+        flusher = asyncio.create_task(flush_every_interval())
+        try:
+            yield
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            with contextlib.suppress(Exception):
+                await flush()
+            await client.aclose()
 
     return Starlette(
         routes=[
