@@ -8,10 +8,15 @@
    registers outputs and exports, and a failure ends the stack as CloudFormation ends it: a failed event with the
    reason, then `ROLLBACK_COMPLETE` (a first create, whose resources are deleted again) or
    `UPDATE_ROLLBACK_FAILED` (an update: moto cannot restore the old resources, and says so).
-2. Endpoints: CloudFormation finishes an AWS::SageMaker::Endpoint only when the endpoint is InService (and fails
-   the stack when it fails), so `cdk deploy` returns once the endpoint serves. moto finished at once. Here a
-   stack holding an endpoint that is not InService stays `*_IN_PROGRESS`; `settle()`, which the control plane
-   calls after every endpoint status change, completes or fails it.
+   A failed update rolls back (sagebox.box.embedded_aws.cfn_updates): `UPDATE_ROLLBACK_COMPLETE` with the previous
+   template, outputs and resources, or `UPDATE_ROLLBACK_FAILED` when moto cannot restore something.
+2. Endpoints: CloudFormation finishes an AWS::SageMaker::Endpoint only when the endpoint is InService on the
+   template's config (and fails the stack when it fails, or when its update is rolled back by the deployment
+   guardrails' alarms), so `cdk deploy` returns once the endpoint serves the new config. moto finished at once.
+   Here a stack holding such an endpoint stays `*_IN_PROGRESS`; `settle()`, which the control plane calls after
+   every endpoint status change, completes or fails it.
+3. Updates (sagebox.box.embedded_aws.cfn_updates): in dependency order, a replacement updates what references it,
+   replaced and removed resources are deleted only once the update succeeded, and a failed update is undone.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from moto.core.responses import ActionResult, EmptyResult
 from moto.sagemaker.models import FakeEndpoint
 
 from sagebox.box import specs as sagemaker
+from sagebox.box.embedded_aws import cfn_updates
 
 log = logging.getLogger("sagebox.aws")
 
@@ -41,6 +47,7 @@ def apply() -> None:
         if _applied:
             return
         _applied = True
+    cfn_updates.apply()
     CloudFormationBackend.execute_change_set = _execute_change_set  # type: ignore[method-assign]
     CloudFormationResponse.describe_change_set = _describe_change_set  # type: ignore[method-assign]
     CloudFormationResponse.delete_change_set = _delete_change_set  # type: ignore[method-assign]
@@ -52,8 +59,10 @@ def apply() -> None:
         _hold_for_endpoints(self, "CREATE")
 
     def update(self: Stack, *args: Any, **kwargs: Any) -> None:
+        _previous[self.stack_id] = self.template
         original_update(self, *args, **kwargs)
-        _hold_for_endpoints(self, "UPDATE")
+        if not _hold_for_endpoints(self, "UPDATE"):
+            cfn_updates.commit(self.resource_map)
 
     Stack.create_resources = create_resources  # type: ignore[method-assign]
     Stack.update = update  # type: ignore[method-assign]
@@ -108,6 +117,7 @@ def _execute_change_set(self: CloudFormationBackend, change_set_name: str, stack
     stack.status = f"{kind}_IN_PROGRESS"
     stack._add_stack_event(f"{kind}_IN_PROGRESS", resource_status_reason="User Initiated")
     change_set.execution_status = "EXECUTE_IN_PROGRESS"
+    _previous[stack.stack_id] = stack.template
     try:
         change_set.apply()
         stack.template = change_set.template
@@ -121,6 +131,7 @@ def _execute_change_set(self: CloudFormationBackend, change_set_name: str, stack
         return
     change_set.execution_status = "EXECUTE_COMPLETE"
     if not _hold_for_endpoints(stack, kind):
+        cfn_updates.commit(stack.resource_map)
         stack.status = f"{kind}_COMPLETE"
         stack._add_stack_event(f"{kind}_COMPLETE")
 
@@ -161,9 +172,22 @@ def _fail(backend: CloudFormationBackend, stack: Stack, kind: str, reason: str) 
         stack.status = "ROLLBACK_COMPLETE"
         stack._add_stack_event("ROLLBACK_COMPLETE")
     else:
-        reason = f"{reason} (the embedded AWS cannot restore the previous resources of an update)"
-        stack.status = "UPDATE_ROLLBACK_FAILED"
-        stack._add_stack_event("UPDATE_ROLLBACK_FAILED", resource_status_reason=reason)
+        stack._add_stack_event("UPDATE_ROLLBACK_IN_PROGRESS", resource_status_reason=reason)
+        if cfn_updates.roll_back(stack.resource_map) and stack.stack_id in _previous:
+            stack.template = _previous.pop(stack.stack_id)
+            stack._parse_template()
+            stack.description = stack.template_dict.get("Description")
+            stack.output_map = stack._create_output_map()
+            try:
+                _register_exports(backend, stack)
+            except Exception as exc:  # an export another stack took meanwhile
+                log.warning("stack %s: exports not restored: %s", stack.name, _reason(exc))
+            stack.status = "UPDATE_ROLLBACK_COMPLETE"
+            stack._add_stack_event("UPDATE_ROLLBACK_COMPLETE")
+        else:
+            reason = f"{reason} (the embedded AWS could not restore every previous resource of the update)"
+            stack.status = "UPDATE_ROLLBACK_FAILED"
+            stack._add_stack_event("UPDATE_ROLLBACK_FAILED", resource_status_reason=reason)
 
 
 def _endpoints(resource_map: ResourceMap) -> list[FakeEndpoint]:
@@ -171,38 +195,53 @@ def _endpoints(resource_map: ResourceMap) -> list[FakeEndpoint]:
     return [r for r in parsed.values() if isinstance(r, FakeEndpoint)]
 
 
-_pending: dict[str, tuple[Stack, str]] = {}
+_pending: dict[str, tuple[Stack, str, dict[str, str]]] = {}  # stack -> (stack, kind, endpoint -> its config)
+_previous: dict[str, Any] = {}  # stack -> its template before the update under way
+
+
+def _wanted_config(endpoint: FakeEndpoint) -> str:
+    pending = getattr(endpoint, "pending_deployment_summary", None) or {}
+    return str(pending.get("EndpointConfigName") or endpoint.endpoint_config_name)
 
 
 def _hold_for_endpoints(stack: Stack, kind: str) -> bool:
     """Keep the stack in progress while any of its endpoints is not InService; True if it is held."""
-    waiting = [e for e in _endpoints(stack.resource_map) if e.endpoint_status != sagemaker.IN_SERVICE]
+    endpoints = _endpoints(stack.resource_map)
+    waiting = [e for e in endpoints if e.endpoint_status != sagemaker.IN_SERVICE]
     if not waiting:
         return False
     if stack.events and stack.events[-1].resource_status == f"{kind}_COMPLETE":
         stack.events.pop()  # moto's own completion event came too early
     stack.status = f"{kind}_IN_PROGRESS"
     with _lock:
-        _pending[stack.stack_id] = (stack, kind)
+        _pending[stack.stack_id] = (stack, kind, {e.endpoint_name: _wanted_config(e) for e in endpoints})
     settle()
     return True
 
 
 def settle() -> None:
-    """Complete or fail every held stack whose endpoints have all settled (called by the control plane)."""
+    """Complete or fail every held stack whose endpoints have all settled (called by the control plane): each
+    InService on the config the template asked for; a failed endpoint, or an update the endpoint rolled back,
+    fails the stack."""
     with _lock:
         held = list(_pending.items())
-    for stack_id, (stack, kind) in held:
+    for stack_id, (stack, kind, wanted) in held:
         endpoints = _endpoints(stack.resource_map)
         failed = [e for e in endpoints if e.endpoint_status == sagemaker.FAILED]
-        if failed:
-            reason = f"Endpoint {failed[0].endpoint_name} failed: {failed[0].failure_reason or 'no reason given'}"
+        settled = all(e.endpoint_status == sagemaker.IN_SERVICE for e in endpoints)
+        undone = [e for e in endpoints if e.endpoint_config_name != wanted.get(e.endpoint_name, e.endpoint_config_name)]
+        if failed or (settled and undone):
+            endpoint = (failed or undone)[0]
+            what = "failed" if failed else "did not update"
+            reason = f"Endpoint {endpoint.endpoint_name} {what}: {endpoint.failure_reason or 'no reason given'}"
             backend = cloudformation_backends[stack.account_id][stack.region_name]
             with _lock:
                 _pending.pop(stack_id, None)
             _fail(backend, stack, kind, reason)
-        elif all(e.endpoint_status == sagemaker.IN_SERVICE for e in endpoints):
+        elif settled:
             with _lock:
                 _pending.pop(stack_id, None)
+            cfn_updates.commit(stack.resource_map)
+            _previous.pop(stack_id, None)
             stack.status = f"{kind}_COMPLETE"
             stack._add_stack_event(f"{kind}_COMPLETE")

@@ -7,12 +7,20 @@
    leaves it `Creating` and the box's control plane (the reconciler) moves it to `InService` once its containers
    answer /ping, or to `Failed` with a reason. A second `CreateEndpoint` of an existing name is refused, as
    SageMaker does ("Cannot create already existing endpoint").
-3. `UpdateEndpoint` (missing from moto): switches the endpoint to a new endpoint config and marks it `Updating`;
-   the reconciler deploys the new config beside the old one and flips traffic when it is healthy. CloudFormation
-   updates of AWS::SageMaker::Endpoint call it (moto deleted and re-created the endpoint).
+3. `UpdateEndpoint` (missing from moto) with its `DeploymentConfig` (deployment guardrails),
+   `RetainAllVariantProperties` and `RetainDeploymentConfig`: the endpoint turns `Updating` with the new config
+   in `PendingDeploymentSummary` while `EndpointConfigName` stays the serving one until the update completes;
+   `LastDeploymentConfig` keeps the policy. The control plane runs it as SageMaker does (sagebox.box.guardrails):
+   the new fleet beside the old one, traffic shifted step by step, rollback (`RollingBack`, then `InService` on
+   the old config with a `FailureReason`) when a rollback alarm fires. A policy SageMaker would refuse is a
+   ValidationError, as is a rollback alarm that does not exist. CloudFormation updates of AWS::SageMaker::Endpoint
+   call it with the template's DeploymentConfig (moto deleted and re-created the endpoint).
 4. Templates: moto ignored `EndpointName` in AWS::SageMaker::Endpoint and generated one; here it is honoured.
 5. Empty objects: moto answered `Describe*` with `VpcConfig: {}` or `DataCaptureConfig: {}` where SageMaker omits
    them, and the SageMaker SDK's strict response shapes reject those; here they are omitted.
+6. `UpdateEndpointWeightsAndCapacities`: moto set the current weights and counts at once and stayed InService;
+   here it sets the desired ones, the endpoint turns `Updating`, and the control plane starts or stops instances
+   (autoscaling calls it too) before `CurrentInstanceCount`/`CurrentWeight` follow and it is `InService` again.
 
 `changed` is called (from moto's request threads) whenever an endpoint is created, updated or deleted, so the
 reconciler need not wait for its next poll.
@@ -20,8 +28,10 @@ reconciler need not wait for its next poll.
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from moto.core.responses import ActionResult
@@ -29,6 +39,7 @@ from moto.sagemaker.exceptions import ValidationError
 from moto.sagemaker.models import FakeEndpoint, FakeEndpointConfig, SageMakerModelBackend, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
+from sagebox.box.guardrails import DeploymentPolicy, GuardrailError
 from sagebox.box.specs import CREATING, FAILED, IN_SERVICE, UPDATING
 
 # Real-time hosting families newer than moto's enum (AWS, "Amazon SageMaker AI pricing", instance tables), with
@@ -51,6 +62,14 @@ UPDATABLE = {IN_SERVICE, FAILED}
 _lock = threading.Lock()
 _applied: set[str] = set()
 _listeners: list[Callable[[str, str], None]] = []
+
+
+@dataclass(frozen=True)
+class UpdateRequest:
+    """What UpdateEndpoint asked besides the config (kept on the endpoint as `box_update`, never described)."""
+
+    retain_variant_properties: bool = False
+    exclude_retained: tuple[str, ...] = ()
 
 
 def _once(name: str) -> bool:
@@ -101,6 +120,10 @@ def endpoint_lifecycle() -> None:
     def __init__(self: FakeEndpoint, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         self.endpoint_status = CREATING
+        fields: Any = self  # SageMaker's fields moto lacks (None: not described)
+        fields.pending_deployment_summary = None
+        fields.last_deployment_config = None
+        fields.box_update = None
 
     FakeEndpoint.__init__ = __init__  # type: ignore[method-assign]
     FakeEndpoint.cloudformation_name_type = staticmethod(lambda: "EndpointName")  # type: ignore[method-assign]
@@ -123,10 +146,19 @@ def endpoint_lifecycle() -> None:
         original_delete(self, endpoint_name)
         _changed("deleted", endpoint_name)
 
+    def gen_response_object(self: FakeEndpoint) -> dict[str, Any]:
+        return {
+            self.camelCase(key) if "_" in key else key[0].upper() + key[1:]: value
+            for key, value in self.__dict__.items()
+            if not key.startswith("box_")
+        }
+
     SageMakerModelBackend.create_endpoint = create_endpoint  # type: ignore[method-assign]
     SageMakerModelBackend.delete_endpoint = delete_endpoint  # type: ignore[method-assign]
     SageMakerModelBackend.update_endpoint = update_endpoint  # type: ignore[attr-defined]
+    SageMakerModelBackend.update_endpoint_weights_and_capacities = update_weights_and_capacities  # type: ignore[method-assign]
     SageMakerResponse.update_endpoint = _update_endpoint_response  # type: ignore[attr-defined]
+    FakeEndpoint.gen_response_object = gen_response_object  # type: ignore[method-assign,assignment]
     FakeEndpoint.update_from_cloudformation_json = classmethod(_update_from_cloudformation)  # type: ignore[method-assign,assignment]
 
 
@@ -149,28 +181,107 @@ def omit_empty_objects() -> None:
         setattr(SageMakerResponse, action, answer)
 
 
-def update_endpoint(self: SageMakerModelBackend, endpoint_name: str, endpoint_config_name: str) -> FakeEndpoint:
-    """UpdateEndpoint: the endpoint keeps serving its current config while the new one is deployed."""
-    endpoint = self.endpoints.get(endpoint_name)
+def _endpoint(backend: SageMakerModelBackend, endpoint_name: str) -> FakeEndpoint:
+    endpoint = backend.endpoints.get(endpoint_name)
     if endpoint is None:
-        arn = FakeEndpoint.arn_formatter(endpoint_name, self.account_id, self.region_name)
+        arn = FakeEndpoint.arn_formatter(endpoint_name, backend.account_id, backend.region_name)
         raise ValidationError(message=f"Could not find endpoint '{arn}'.")
+    return endpoint
+
+
+def _existing_alarms(account_id: str, region_name: str) -> set[str]:
+    from moto.cloudwatch.models import cloudwatch_backends
+
+    return set(cloudwatch_backends[account_id][region_name].alarms)
+
+
+def update_endpoint(
+    self: SageMakerModelBackend,
+    endpoint_name: str,
+    endpoint_config_name: str,
+    deployment_config: dict[str, Any] | None = None,
+    retain_all_variant_properties: bool = False,
+    exclude_retained_variant_properties: list[dict[str, str]] | None = None,
+    retain_deployment_config: bool = False,
+) -> FakeEndpoint:
+    """UpdateEndpoint: the endpoint keeps serving its current config while the new one is deployed by the control
+    plane under `deployment_config` (or the last one, with `retain_deployment_config`)."""
+    endpoint: Any = _endpoint(self, endpoint_name)
     if endpoint.endpoint_status not in UPDATABLE:
         raise ValidationError(
             message=f'Cannot update in-progress endpoint "{endpoint.arn}" (status {endpoint.endpoint_status}).'
         )
-    self.describe_endpoint_config(endpoint_config_name)  # raises ValidationError when missing
-    endpoint.endpoint_config_name = endpoint_config_name
+    config = self.describe_endpoint_config(endpoint_config_name)  # raises ValidationError when missing
+    if deployment_config is None and retain_deployment_config:
+        deployment_config = getattr(endpoint, "last_deployment_config", None)
+    try:
+        policy = DeploymentPolicy.from_config(deployment_config)
+        for variant in config["ProductionVariants"]:
+            policy.check_fleet(int(variant.get("InitialInstanceCount") or 1))
+    except GuardrailError as exc:
+        raise ValidationError(message=str(exc)) from None
+    missing = [name for name in policy.alarms if name not in _existing_alarms(self.account_id, self.region_name)]
+    if missing:
+        raise ValidationError(message=f"The rollback alarm(s) {', '.join(missing)} do not exist in CloudWatch.")
+    endpoint.pending_deployment_summary = {
+        "EndpointConfigName": endpoint_config_name,
+        "StartTime": datetime.datetime.now(datetime.UTC),
+    }
+    if deployment_config:
+        endpoint.last_deployment_config = deployment_config
+    endpoint.box_update = UpdateRequest(
+        bool(retain_all_variant_properties),
+        tuple(str(p.get("VariantPropertyType")) for p in exclude_retained_variant_properties or []),
+    )
     endpoint.endpoint_status = UPDATING
     endpoint.failure_reason = None
     _changed("updated", endpoint_name)
     return endpoint
 
 
+def update_weights_and_capacities(
+    self: SageMakerModelBackend, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
+) -> str:
+    """UpdateEndpointWeightsAndCapacities: the desired weights and counts, which the control plane then runs."""
+    endpoint = _endpoint(self, endpoint_name)
+    if endpoint.endpoint_status != IN_SERVICE:
+        raise ValidationError(
+            message=f'Cannot update in-progress endpoint "{endpoint.arn}" (status {endpoint.endpoint_status}).'
+        )
+    variants = {v["VariantName"]: v for v in endpoint.production_variants}
+    seen: set[str] = set()
+    for wanted in desired_weights_and_capacities:
+        name = str(wanted.get("VariantName"))
+        if name in seen:
+            raise ValidationError(message=f'The variant name "{name}" was non-unique within the request.')
+        seen.add(name)
+        if name not in variants:
+            raise ValidationError(
+                message=f'The variant name(s) "{name}" is/are not present within endpoint configuration '
+                f'"{endpoint.endpoint_config_name}".'
+            )
+        count = wanted.get("DesiredInstanceCount")
+        if count is not None and int(count) < 1:
+            raise ValidationError(message=f"DesiredInstanceCount of variant {name} must be at least 1.")
+    for wanted in desired_weights_and_capacities:
+        variant = variants[str(wanted["VariantName"])]
+        if wanted.get("DesiredInstanceCount") is not None:
+            variant["DesiredInstanceCount"] = int(wanted["DesiredInstanceCount"])
+        if wanted.get("DesiredWeight") is not None:
+            variant["DesiredWeight"] = float(wanted["DesiredWeight"])
+    endpoint.endpoint_status = UPDATING
+    _changed("capacity", endpoint_name)
+    return str(endpoint.arn)
+
+
 def _update_endpoint_response(self: SageMakerResponse) -> ActionResult:
     endpoint = self.sagemaker_backend.update_endpoint(  # type: ignore[attr-defined]
         endpoint_name=self._get_param("EndpointName"),
         endpoint_config_name=self._get_param("EndpointConfigName"),
+        deployment_config=self._get_param("DeploymentConfig"),
+        retain_all_variant_properties=bool(self._get_param("RetainAllVariantProperties")),
+        exclude_retained_variant_properties=self._get_param("ExcludeRetainedVariantProperties"),
+        retain_deployment_config=bool(self._get_param("RetainDeploymentConfig")),
     )
     return ActionResult({"EndpointArn": endpoint.arn})
 
@@ -184,7 +295,21 @@ def _update_from_cloudformation(
     region_name: str,
 ) -> FakeEndpoint:
     backend = sagemaker_backends[account_id][region_name]
-    config_name = cloudformation_json["Properties"]["EndpointConfigName"]
+    properties = cloudformation_json["Properties"]
+    config_name = properties["EndpointConfigName"]
     if config_name == original_resource.endpoint_config_name:
         return original_resource
-    return update_endpoint(backend, original_resource.endpoint_name, config_name)
+    return update_endpoint(
+        backend,
+        original_resource.endpoint_name,
+        config_name,
+        deployment_config=properties.get("DeploymentConfig"),
+        retain_all_variant_properties=_true(properties.get("RetainAllVariantProperties")),
+        exclude_retained_variant_properties=properties.get("ExcludeRetainedVariantProperties"),
+        retain_deployment_config=_true(properties.get("RetainDeploymentConfig")),
+    )
+
+
+def _true(value: Any) -> bool:
+    """A CloudFormation boolean (true, or the string "true")."""
+    return value is True or str(value).lower() == "true"
