@@ -12,6 +12,7 @@ from typing import Any
 
 # EndpointStatus values the box uses (SageMaker's DescribeEndpoint).
 CREATING, UPDATING, IN_SERVICE, FAILED = "Creating", "Updating", "InService", "Failed"
+ROLLING_BACK = "RollingBack"
 # SageMaker's default for ContainerStartupHealthCheckTimeoutInSeconds when a variant does not set it.
 DEFAULT_STARTUP_TIMEOUT_S = 600
 
@@ -38,11 +39,25 @@ class VariantSpec:
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """What UpdateEndpointWeightsAndCapacities (or autoscaling) asks of a running variant."""
+
+    variant: str
+    instances: int | None
+    weight: float | None
+
+
+@dataclass(frozen=True)
 class EndpointSpec:
     name: str
-    config_name: str
+    config_name: str  # the config to run: an update's new config while it is pending, else the endpoint's
     status: str
     variants: tuple[VariantSpec, ...]
+    serving_config: str = ""  # DescribeEndpoint's EndpointConfigName: the config that serves now
+    deployment: Mapping[str, Any] | None = None  # the pending update's DeploymentConfig
+    retain_variant_properties: bool = False  # the pending update keeps the running instance counts and weights
+    desired: tuple[Capacity, ...] = ()
+    update_pending: bool = False  # UpdateEndpoint was called (even to the config that serves: a redeploy)
 
 
 def variant_spec(variant: Mapping[str, Any], model: Mapping[str, Any]) -> VariantSpec:
@@ -72,17 +87,45 @@ def variant_spec(variant: Mapping[str, Any], model: Mapping[str, Any]) -> Varian
     )
 
 
+def _desired(endpoint: Any) -> tuple[Capacity, ...]:
+    out = []
+    for variant in getattr(endpoint, "production_variants", None) or []:
+        count, weight = variant.get("DesiredInstanceCount"), variant.get("DesiredWeight")
+        out.append(
+            Capacity(
+                str(variant.get("VariantName", "")),
+                None if count is None else int(count),
+                None if weight is None else float(weight),
+            )
+        )
+    return tuple(out)
+
+
 def read_endpoints(backend: Any) -> dict[str, EndpointSpec | SpecError]:
-    """Every endpoint of a moto SageMaker backend: its spec, or why it cannot be deployed."""
+    """Every endpoint of a moto SageMaker backend: its spec, or why it cannot be deployed. An endpoint with an
+    update pending (UpdateEndpoint's PendingDeploymentSummary) is read with the update's config."""
     found: dict[str, EndpointSpec | SpecError] = {}
     for name, endpoint in list(backend.endpoints.items()):
         try:
-            config = backend.describe_endpoint_config(endpoint.endpoint_config_name)
+            pending = getattr(endpoint, "pending_deployment_summary", None) or {}
+            wanted = str(pending.get("EndpointConfigName") or endpoint.endpoint_config_name)
+            config = backend.describe_endpoint_config(wanted)
             variants = []
             for variant in config["ProductionVariants"]:
                 model = backend.describe_model(variant["ModelName"]).response_object
                 variants.append(variant_spec(variant, model))
-            found[name] = EndpointSpec(name, endpoint.endpoint_config_name, endpoint.endpoint_status, tuple(variants))
+            update = getattr(endpoint, "box_update", None)
+            found[name] = EndpointSpec(
+                name,
+                wanted,
+                endpoint.endpoint_status,
+                tuple(variants),
+                serving_config=str(endpoint.endpoint_config_name),
+                deployment=getattr(endpoint, "last_deployment_config", None) if pending else None,
+                retain_variant_properties=bool(pending and update is not None and update.retain_variant_properties),
+                desired=_desired(endpoint),
+                update_pending=bool(pending),
+            )
         except SpecError as exc:
             found[name] = exc
         except Exception as exc:  # moto's ValidationError: a config or model deleted under the endpoint
