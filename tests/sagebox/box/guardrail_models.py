@@ -1,0 +1,73 @@
+"""Servable model directories for deployment tests: a good one, one that answers 500, one that is slow.
+
+Each is a real model directory (manifest, TorchScript graph, tokenizer) that loads and passes the serving
+container's warm-up: the warm-up feeds the word "warm" (container/qa.py, `filler_feature`), and the graph
+misbehaves only on inputs without it, i.e. on every real question of these tests. The failing graph raises
+(the server answers 500); the slow one runs a chain of small element-wise ops first (tiny tensors, so the time does
+not depend on the intra-op thread count: ~16 us per step on the 2-core machine, measured with
+`torch.jit.script` and `time.perf_counter`, 1 and 2 threads alike).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+
+from container.manifest import SourceSpec
+from sagebox.pipeline.artifact import staged_dir, write_manifest
+
+Behaviour = Literal["good", "fail", "slow"]
+WARM_WORD = "warm"
+# ~0.25 s per model call at ~16 us per step.
+SLOW_STEPS = 15_000
+
+
+class GuardedQA(nn.Module):
+    def __init__(self, warm_id: int, mode: int, steps: int) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        self.weights = nn.Parameter(torch.randn(30522, 2, generator=generator), requires_grad=False)
+        self.warm_id = warm_id
+        self.mode = mode
+        self.steps = steps
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.weights[input_ids]
+        if not bool((input_ids == self.warm_id).any()):
+            if self.mode == 1:
+                raise RuntimeError("this test model fails every real question")
+            if self.mode == 2:
+                spin = torch.full([64], 0.01)
+                for _ in range(self.steps):
+                    spin = torch.tanh(spin * 1.0001 + 0.01)
+                logits = logits + spin.sum() * 0.0
+        return logits[..., 0].contiguous(), logits[..., 1].contiguous()
+
+
+def build_model_dir(out: Path, tokenizer_path: Path, behaviour: Behaviour, steps: int = SLOW_STEPS) -> Path:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    warm_id = tokenizer.token_to_id(WARM_WORD)
+    assert warm_id is not None
+    mode = {"good": 0, "fail": 1, "slow": 2}[behaviour]
+    module = torch.jit.script(GuardedQA(warm_id, mode, steps).eval())
+    with staged_dir(out) as staging:
+        torch.jit.save(module, str(staging / "model.pt"))
+        shutil.copyfile(tokenizer_path, staging / "tokenizer.json")
+        write_manifest(
+            staging,
+            variant="fp32",
+            runtime="torchscript",
+            model_file="model.pt",
+            buckets=[64, 128, 256, 384],
+            max_length=384,
+            source=SourceSpec(name=f"guardrail-{behaviour}", architecture="GuardedQA"),
+        )
+    return out
