@@ -157,11 +157,17 @@ def _print_status(console: Console) -> None:
     (sagemaker,) = box_clients(state, "sagemaker")
     endpoints = list_endpoints(state, state_dir(), sagemaker)
     table = Table(title=f"endpoints ({state.mode}; models: {state.models_source})", title_justify="left")
-    for column in ("target", "endpoint", "status", "instance type", "variant", "model", "instances", "restarts"):
+    columns = ("target", "endpoint", "status", "instance type", "variant", "model", "variants (weight, instances)")
+    for column in (*columns, "restarts", "rollbacks"):
         table.add_column(column)
+    notes: list[str] = []
     for e in endpoints.values():
         status = e.status if not e.failure_reason else f"{e.status}: {e.failure_reason[:80]}"
-        instances = f"{e.alive}/{e.instances}" if e.instances else "-"
+        alive = f" ({e.alive} alive)" if e.instances and e.alive != e.instances else ""
+        variants = "\n".join(
+            f"{v.name} {v.weight:g}, {v.instances}" + (f" -> {v.desired}" if v.desired != v.instances else "")
+            for v in e.variants
+        )
         table.add_row(
             e.target,
             e.endpoint_name,
@@ -169,10 +175,21 @@ def _print_status(console: Console) -> None:
             e.instance_type,
             e.variant,
             ", ".join(e.models),
-            instances,
+            (variants or "-") + alive,
             str(e.restarts),
+            str(e.rollbacks),
         )
+        for label, text in (
+            ("updating", e.update),
+            ("old fleet", e.retiring),
+            ("last update", e.last_update),
+            ("scaled", e.scaling),
+        ):
+            if text:
+                notes.append(f"{e.endpoint_name}: {label} {text}")
     console.print(table)
+    for note in notes:
+        console.print(note, highlight=False, soft_wrap=True)
     console.print(
         f"embedded AWS {state.aws_url}  runtime gateway {state.gateway_url}  models {state.models_dir}\n"
         'try:  eval "$(.venv/bin/sagebox env)"   .venv/bin/python scripts/invoke-INT8.py   '
