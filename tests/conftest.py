@@ -12,6 +12,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _seeded_torch() -> None:
+    """Every test's random tensors come from a fixed seed (pytest-randomly seeds random and numpy, not torch)."""
+    import sys
+
+    torch = sys.modules.get("torch")  # seeded only where torch is already loaded: no import cost elsewhere
+    if torch is not None:
+        torch.manual_seed(0)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _stop_leftover_servers() -> Iterator[None]:
     """A test that fails half-way must not leave a serving process behind."""

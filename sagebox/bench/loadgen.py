@@ -35,7 +35,12 @@ class LoadPlan:
     warmup: int = 0
 
 
-def run_load(send: Send, plan: LoadPlan, clock: Callable[[], float] = time.perf_counter) -> LoadResult:
+def run_load(
+    send: Send,
+    plan: LoadPlan,
+    clock: Callable[[], float] = time.perf_counter,
+    sleep: Callable[[float], None] = time.sleep,
+) -> LoadResult:
     for i in range(plan.warmup):
         send(-1 - i)
     result = LoadResult()
@@ -83,7 +88,7 @@ def run_load(send: Send, plan: LoadPlan, clock: Callable[[], float] = time.perf_
                     break
                 delay = due - clock()
                 if delay > 0:
-                    time.sleep(delay)
+                    sleep(delay)
                 result.issued += 1
                 pool.submit(one, index, due)
     result.wall_s = clock() - started

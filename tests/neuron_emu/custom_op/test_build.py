@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -118,7 +117,6 @@ def test_second_load_in_a_new_process_uses_the_cache_without_compiling(test_ops:
     )
     result = json.loads(out.strip().splitlines()[-1])
     assert result["out"] == [[0.0, 2.0]]
-    assert result["load_s"] < 1.0
     assert log.read_text().split() == ["--version"]  # identified the compiler, compiled nothing
 
 
@@ -149,11 +147,12 @@ def test_cache_key_follows_sources_and_neighbour_headers(tmp_path: Path) -> None
     assert flagged.key != with_header
 
 
-def test_loading_the_same_library_twice_is_a_noop(test_ops: LoadedLibrary) -> None:
-    started = time.perf_counter()
+def test_loading_the_same_library_twice_is_a_noop(test_ops: LoadedLibrary, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: opened.append(str(path)))
     again = custom_op.load_library(test_ops.path)
     assert again == test_ops
-    assert time.perf_counter() - started < 0.5
+    assert opened == []  # not opened (dlopen) nor registered again
 
 
 def test_load_library_refuses_files_that_are_not_neuron_emu_libraries(tmp_path: Path) -> None:

@@ -68,17 +68,21 @@ def test_errors_are_counted_not_raised() -> None:
 
 
 def test_fixed_rate_spaces_arrivals_with_the_injected_clock() -> None:
-    import time
+    """Open loop: arrival i is scheduled at i/rate on the injected clock, and the generator waits only for that."""
+    now = [0.0]
+    slept: list[float] = []
+    sent: list[int] = []
 
-    starts: list[float] = []
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
 
-    def send(i: int) -> None:
-        starts.append(time.perf_counter())
-
-    result = run_load(send, LoadPlan(queries=10, concurrency=2, rate_qps=100.0))
-    assert result.issued == 10
-    gaps = np.diff(sorted(starts))
-    assert gaps.mean() == pytest.approx(0.01, abs=0.005)
+    result = run_load(
+        sent.append, LoadPlan(queries=10, concurrency=1, rate_qps=100.0), clock=lambda: now[0], sleep=sleep
+    )
+    assert result.issued == 10 and sorted(sent) == list(range(10))
+    assert slept == pytest.approx([0.01] * 9)  # no wait before the first arrival, 1/rate before each next
+    assert now[0] == pytest.approx(0.09)
 
 
 def test_duration_bound_stops_the_run() -> None:

@@ -28,10 +28,10 @@ def chunked(body: bytes) -> bytes:
 
 
 class ScriptedServer:
-    def __init__(self, reply: Reply, close_after_each: bool = False, delay_s: float = 0.0) -> None:
+    def __init__(self, reply: Reply, close_after_each: bool = False, answer: asyncio.Event | None = None) -> None:
         self.reply = reply
         self.close_after_each = close_after_each
-        self.delay_s = delay_s
+        self.answer = answer  # when given, each reply waits for it (a server that has not answered yet)
         self.connections = 0
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
         self.writers: list[asyncio.StreamWriter] = []
@@ -49,7 +49,8 @@ class ScriptedServer:
                 headers = dict(line.split(": ", 1) for line in lines if line)
                 body = await reader.readexactly(int(headers.get("Content-Length", "0")))
                 self.requests.append((request_line, headers, body))
-                await asyncio.sleep(self.delay_s)
+                if self.answer is not None:
+                    await self.answer.wait()
                 response = self.reply(body)
                 if response is None:
                     return
@@ -60,9 +61,10 @@ class ScriptedServer:
         finally:
             writer.close()
 
-    def drop_idle_connections(self) -> None:
+    async def drop_idle_connections(self) -> None:
         for writer in self.writers:
             writer.close()
+            await writer.wait_closed()
 
 
 @asynccontextmanager
@@ -119,8 +121,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced() -> None:
         client = HttpUpstream()
         async with serving(server) as url:
             await client.post(url, "/invocations", b"1", {})
-            server.drop_idle_connections()
-            await asyncio.sleep(0.05)
+            await server.drop_idle_connections()
             again = await client.post(url, "/invocations", b"2", {})
         await client.aclose()
         assert again.body == b'{"echo": "2"}'
@@ -160,11 +161,13 @@ def test_refused_and_hung_up_upstreams_are_unavailable() -> None:
 
 def test_a_slow_upstream_times_out() -> None:
     async def scenario() -> None:
-        server = ScriptedServer(echo, delay_s=2.0)
+        never = asyncio.Event()  # the upstream never answers: only the client's timeout can end the call
+        server = ScriptedServer(echo, answer=never)
         client = HttpUpstream(timeout_s=0.2)
         async with serving(server) as url:
             with pytest.raises(UpstreamTimeout, match=r"within 0\.2 s"):
                 await client.post(url, "/invocations", b"{}", {})
+            never.set()
         await client.aclose()
 
     asyncio.run(scenario())
