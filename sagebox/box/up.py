@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sagebox.box import processes
-from sagebox.box.embedded_aws.config import ACCESS_KEY, ACCOUNT, REGION, EmbeddedAwsConfig
+from sagebox.box.embedded_aws.config import ACCOUNT, REGION, EmbeddedAwsConfig
 from sagebox.box.reconciler import ROUTES_FILE
 from sagebox.box.state import BoxState, load_state, save_state
 from sagebox.errors import SageboxError
@@ -108,15 +108,13 @@ def prepare_containers(state: BoxState, state_dir: Path, say: Say) -> None:
 
 
 def start_embedded_aws(state: BoxState, state_dir: Path) -> None:
-    from pathlib import Path as _Path
-
     config = EmbeddedAwsConfig(
         port=free_port(),
         state_dir=state_dir.resolve(),
         mode="containers" if state.mode == "containers" else "processes",
         region=state.region,
         registry_host=state.registry_host or None,
-        registry_ca=_Path(state_dir / "registry" / "tls" / "cert.pem").resolve() if state.registry_host else None,
+        registry_ca=(state_dir / "registry" / "tls" / "cert.pem").resolve() if state.registry_host else None,
         docker_host=state.docker_host or None,
     )
     log = state_dir / "logs" / "embedded-aws.log"
@@ -198,6 +196,3 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
         raise
     save_state(state_dir, state)
     return state
-
-
-__all__ = ["ACCESS_KEY", "DEFAULT_TARGETS", "UpOptions", "bring_up"]
