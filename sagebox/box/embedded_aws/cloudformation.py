@@ -1,7 +1,8 @@
 """moto's CloudFormation, made to deploy what the CDK CLI sends (every patch listed in infra/README.md).
 
 1. Change sets (`cdk deploy`'s default method): moto found a change set by its name alone (the CDK CLI gives
-   every stack's change set the same name, so concurrent deploys executed each other's), executed it without the
+   every stack's change set the same name, so concurrent deploys executed each other's), kept executed change sets
+   (CloudFormation removes a stack's change sets once one is executed), executed it without the
    region's exports (so
    `Fn::ImportValue` failed), registered neither the stack's outputs nor its exports, and answered a failed
    resource with a server error (HTTP 500) that left the stack half made. Here execution resolves imports,
@@ -76,7 +77,7 @@ def _find_change_set(backend: CloudFormationBackend, name: str, stack_name: str 
     return next(
         (
             cs
-            for cs in backend.change_sets.values()
+            for cs in reversed(list(backend.change_sets.values()))
             if cs.change_set_name == name and stack_name in (None, cs.stack_name, cs.stack_id)
         ),
         None,
@@ -130,6 +131,10 @@ def _execute_change_set(self: CloudFormationBackend, change_set_name: str, stack
         _fail(self, stack, kind, _reason(exc))
         return
     change_set.execution_status = "EXECUTE_COMPLETE"
+    # "After you execute a change, CloudFormation removes all change sets that are associated with the stack"
+    # (AWS, "Execute a change set"); moto kept them, and the next one of the same name found the executed one.
+    for key in [k for k, cs in self.change_sets.items() if cs.stack_id == stack.stack_id]:
+        del self.change_sets[key]
     if not _hold_for_endpoints(stack, kind):
         cfn_updates.commit(stack.resource_map)
         stack.status = f"{kind}_COMPLETE"
