@@ -423,14 +423,22 @@ class Reconciler:
             if update is None:
                 return
             step = update.rollout.advance(self.box_now(), firing)
-            if step.outcome == IN_PROGRESS:
-                if step.changed or step.status != update.status:
-                    update.status, update.message = step.status, step.message
-                    log.info("endpoint %s: %s", name, step.message)
-                    self._describe_pending(name, update.spec, update.green, step.status, step.message)
-                    changed = True
-                else:
-                    changed = False
+            changed = step.changed or step.status != update.status
+            if step.outcome != IN_PROGRESS:
+                if not step.changed:
+                    return  # another thread saw this update end and finishes it
+                self.updates.pop(name, None)
+                if step.outcome == COMPLETED and self._current(name) is not None:
+                    # In the same step as the update leaves: traffic never returns to the old fleet meanwhile.
+                    old = self.live.get(name)
+                    self.live[name] = update.green
+                    stop_at = update.rollout.retire_at()
+                    if old is not None:
+                        self.retiring.append(Retiring(old, self.box_now() if stop_at is None else stop_at))
+            elif changed:
+                update.status, update.message = step.status, step.message
+                log.info("endpoint %s: %s", name, step.message)
+                self._describe_pending(name, update.spec, update.green, step.status, step.message)
         if step.outcome == IN_PROGRESS:
             if changed:
                 self._write_routes()
@@ -441,21 +449,11 @@ class Reconciler:
             self._roll_back(name, update, step.message)
 
     def _complete(self, name: str, update: Update) -> None:
+        """The new fleet serves alone (switched by `_advance_update`); the endpoint is InService on its config."""
         with self._lock:
-            self.updates.pop(name, None)
             endpoint = self._current(name)
-            if endpoint is None:
-                stale = [update.green]
-            else:
-                stale = []
-                old = self.live.get(name)
-                self.live[name] = update.green
-                stop_at = update.rollout.retire_at()
-                if old is not None:
-                    self.retiring.append(Retiring(old, self.box_now() if stop_at is None else stop_at))
-        for deployment in stale:
-            deployment.stop()
-        if stale:
+        if endpoint is None or self.live.get(name) is not update.green:  # deleted meanwhile
+            update.green.stop()
             return
         self._write_routes()
         with self._lock:
