@@ -109,6 +109,8 @@ def _update_text(described: dict[str, Any], entry: dict[str, Any]) -> str:
         return ""
     update = entry.get("update") or {}
     config = pending.get("EndpointConfigName", "?")
+    if described.get("EndpointStatus") == "RollingBack":
+        return f"to {config}: rolling back (all traffic on the old fleet, the new one stopping)"
     if update.get("config") == config:
         return f"to {config}: {update.get('status', '?')}, {float(update.get('share', 0)):.0%} of traffic"
     statuses = [s for v in pending.get("ProductionVariants", []) for s in v.get("VariantStatus", [])]

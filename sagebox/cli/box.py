@@ -162,7 +162,9 @@ def _print_status(console: Console) -> None:
         table.add_column(column)
     notes: list[str] = []
     for e in endpoints.values():
-        status = e.status if not e.failure_reason else f"{e.status}: {e.failure_reason[:80]}"
+        # A failed endpoint says why in the table; an update that failed or rolled back says so below it.
+        shown = e.failure_reason and (e.status == "Failed" or not e.last_update)
+        status = f"{e.status}: {e.failure_reason[:80]}" if shown else e.status
         alive = f" ({e.alive} alive)" if e.instances and e.alive != e.instances else ""
         variants = "\n".join(
             f"{v.name} {v.weight:g}, {v.instances}" + (f" -> {v.desired}" if v.desired != v.instances else "")

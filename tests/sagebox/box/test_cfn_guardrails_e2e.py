@@ -188,13 +188,14 @@ def test_a_stack_update_runs_the_endpoints_guardrails_and_rolls_back_the_stack_w
     cloudwatch, autoscaling = box.client("cloudwatch"), box.client("application-autoscaling")
     described = cloudwatch.describe_alarms(AlarmNames=ALARMS)["MetricAlarms"]
     assert sorted(a["AlarmName"] for a in described) == sorted(ALARMS)  # created from the template
-    [target] = autoscaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
-    assert (target["ResourceId"], target["MinCapacity"], target["MaxCapacity"]) == (
-        f"endpoint/{ENDPOINT}/variant/AllTraffic",
-        1,
-        2,
-    )
-    [policy] = autoscaling.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+    resource = f"endpoint/{ENDPOINT}/variant/AllTraffic"
+    [target] = autoscaling.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[resource])[
+        "ScalableTargets"
+    ]
+    assert (target["ResourceId"], target["MinCapacity"], target["MaxCapacity"]) == (resource, 1, 2)
+    [policy] = autoscaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource)[
+        "ScalingPolicies"
+    ]
     assert policy["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 100000
 
     # A model that answers 500s: the Model and EndpointConfig are replaced, so the endpoint updates.

@@ -3,7 +3,8 @@ variable as a user would) with serving processes, driven through boto3 only.
 
 An update to a model that answers 500s and one to a model that is too slow both roll back on their alarms while a
 load runs, and no request on the old fleet's share fails; a good update completes and the old fleet stops after
-the termination wait; a load step scales an endpoint out and back in. Nothing here sleeps to order events: every
+the termination wait (test_autoscaling_e2e.py runs a load step on the same box). Nothing here sleeps to order
+events: every
 wait polls DescribeEndpoint (or CloudWatch) for a state, with a generous deadline that only guards against a hang.
 The slow model is ~0.25 s per call against a 0.1 s p90 alarm, and the good one a few ms (guardrail_models.py).
 """
@@ -23,7 +24,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sagebox.box import processes
+from sagebox.box.inventory import list_endpoints
 from sagebox.box.reconciler import load_fleet
+from sagebox.box.state import BoxState
 from tests.sagebox.box.conftest import ScaledBox
 from tests.sagebox.box.guardrail_models import Behaviour
 
@@ -34,7 +37,7 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagebox-serving:test"
 QUESTION = json.dumps({"question": "Which basin?", "context": "The Amazon rainforest covers the Amazon basin."})
 DEADLINE_S = 180.0  # guards against a hang only
 LATENCY_ALARM_US = 100_000  # p90 > 100 ms
-ENDPOINTS = {"gr-500": 2, "gr-slow": 1, "gr-good": 2, "as-load": 1}
+ENDPOINTS = {"gr-500": 2, "gr-slow": 1, "gr-good": 2}
 
 
 def create_model(box: ScaledBox, endpoint: str, behaviour: Behaviour, instances: int, suffix: str = "") -> str:
@@ -241,8 +244,13 @@ def test_an_update_to_a_model_that_answers_500s_rolls_back_and_the_old_fleet_fai
     ok = load.outcomes["ok"]  # every answered request was the old fleet's
     assert ok > 0 and published(box, "gr-500", "Invocations", "gr-500-good", ok) == ok
     assert exits(next(s["new_pids"] for s in seen if s["new_pids"]))  # the new fleet stopped
-    [alarm] = box.client("cloudwatch").describe_alarms(AlarmNames=[errors])["MetricAlarms"]
-    assert alarm["StateReason"]  # evaluated by the box (moto never sets a reason of its own past creation)
+    # What `sagebox status` prints from.
+    shown = list_endpoints(BoxState(), box.aws.state_dir, box.client("sagemaker"))["gr-500"]
+    assert (shown.status, shown.rollbacks, shown.update) == ("InService", 1, "")
+    assert (
+        shown.last_update.startswith("rolled back ") and f"({new}): alarm {errors} went into ALARM" in shown.last_update
+    )
+    assert [(v.name, v.weight, v.instances) for v in shown.variants] == [("AllTraffic", 1.0, 2)]
 
 
 def test_an_update_to_a_slow_model_rolls_back_on_its_latency_alarm(box: ScaledBox) -> None:
@@ -290,45 +298,3 @@ def test_a_good_update_shifts_linearly_completes_and_stops_the_old_fleet_after_t
     assert described["LastDeploymentConfig"]["BlueGreenUpdatePolicy"]["TerminationWaitInSeconds"] == 120
     assert exits(old_pids)  # after the termination wait (1.2 s here)
     assert metric_sum(box, "gr-good", "Invocations", new) > 0
-
-
-def test_a_load_step_scales_out_and_back_in(box: ScaledBox) -> None:
-    autoscaling = box.client("application-autoscaling")
-    resource = "endpoint/as-load/variant/AllTraffic"
-    autoscaling.register_scalable_target(
-        ServiceNamespace="sagemaker",
-        ResourceId=resource,
-        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
-        MinCapacity=1,
-        MaxCapacity=2,
-    )
-    autoscaling.put_scaling_policy(
-        PolicyName="as-load-invocations",
-        ServiceNamespace="sagemaker",
-        ResourceId=resource,
-        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
-        PolicyType="TargetTrackingScaling",
-        TargetTrackingScalingPolicyConfiguration={
-            "TargetValue": 20.0,  # invocations per instance per (box) minute: ~33 requests/s real at scale 0.01
-            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
-            "ScaleOutCooldown": 60,
-            "ScaleInCooldown": 60,
-        },
-    )
-
-    def count(described: dict[str, Any]) -> int:
-        return int(described["ProductionVariants"][0]["CurrentInstanceCount"])
-
-    with Load(box, "as-load", threads=3) as load:
-        out = watch(box, "as-load", lambda d: count(d) == 2 and d["EndpointStatus"] == "InService")
-    assert load.outcomes["ok"] > 0 and set(load.outcomes) == {"ok"}
-    assert "Updating" in [s["status"] for s in out]  # UpdateEndpointWeightsAndCapacities, as the policy scaled
-    described = box.client("sagemaker").describe_endpoint(EndpointName="as-load")
-    assert described["ProductionVariants"][0]["DesiredInstanceCount"] == 2
-    running = load_fleet(box.aws.state_dir)["as-load"]["variants"][0]["instances"]
-    assert len(running) == 2 and all(i["alive"] for i in running)
-    # No load: 15 (box) minutes under the target, then back to MinCapacity.
-    back = watch(box, "as-load", lambda d: count(d) == 1 and d["EndpointStatus"] == "InService")
-    assert back[-1]["count"] == 1
-    scaling = load_fleet(box.aws.state_dir)["as-load"]["scaling"]
-    assert [(s["from"], s["to"]) for s in scaling] == [(1, 2), (2, 1)]
