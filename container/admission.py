@@ -6,9 +6,11 @@ not yet done form the backlog. A request whose own charge, added to the backlog,
 reason: the client may retry later) instead of waiting out the timeout for a 504 while the model spends its time on
 answers nobody reads. So the queue holds at most one timeout's worth of model time.
 
-The expected cost comes from measurement: the seconds per feature of every model call, per sequence bucket, warm-up
-calls included, as an exponentially weighted moving average (`EwmaCost`). Pure logic, no clock of its own: callers
-pass `now` and deadlines, and tests pass a fixed estimate.
+The cost comes from measurement: the seconds per feature of every model call, per sequence bucket, warm-up calls
+included, as an exponentially weighted moving average, plus a margin of a few mean deviations of those calls
+(`EwmaCost`), as TCP prices its retransmission timeout. Under overload the backlog stays full to the deadline, so a
+price at the mean alone makes every admitted request whose model calls run slower than average miss its deadline.
+Pure logic, no clock of its own: callers pass `now` and deadlines, and tests pass a fixed estimate.
 """
 
 from __future__ import annotations
@@ -21,11 +23,19 @@ from typing import Protocol
 # Weight of the newest observation: a step change in the model's speed (a noisy neighbour, a thermal limit) shows
 # within ~10 calls, and one slow call moves the estimate by a fifth of its excess.
 EWMA_ALPHA = 0.2
+# A feature is charged its mean time plus SPREAD mean deviations, the deviation smoothed with weight 1/4 and started
+# at half the first sample (RFC 6298, section 2: RTO = SRTT + K * RTTVAR, beta = 1/4, RTTVAR = R/2 at first).
+# Measured with scripts/bench_faults.py (4x overload for 10 s, timeout 2 s, the tiny model, a 2-core VM shared with
+# other jobs): priced at the mean, 40-96 of ~150-300 admitted requests per run ended in 504; SPREAD 2: 0 and 8;
+# SPREAD 3 and 4: none in two runs each, SPREAD 3 answering more.
+SPREAD = 3.0
+DEVIATION_BETA = 0.25
 
 
 class CostEstimate(Protocol):
     def seconds(self, bucket: int) -> float:
-        """Expected model time of one feature padded to `bucket` tokens (0.0 when nothing is known yet)."""
+        """Model time charged for one feature padded to `bucket` tokens: its expected time with a margin for
+        jitter (0.0 when nothing is known yet)."""
         ...
 
     def observe(self, bucket: int, batch: int, seconds: float) -> None:
@@ -33,21 +43,29 @@ class CostEstimate(Protocol):
         ...
 
     def snapshot(self) -> dict[int, float]:
-        """The current estimate per observed bucket (for /stats)."""
+        """The current mean time per observed bucket (for /stats)."""
         ...
 
 
 class EwmaCost:
-    """Seconds per feature per bucket, as a moving average over model calls of any batch size.
+    """Seconds per feature per bucket, as a moving average over model calls of any batch size, and the price of a
+    feature: that average plus `spread` smoothed mean deviations.
 
     A bucket never observed is priced from the nearest observed one, scaled by its padded tokens.
     """
 
-    def __init__(self, alpha: float = EWMA_ALPHA) -> None:
+    def __init__(self, alpha: float = EWMA_ALPHA, spread: float = SPREAD, beta: float = DEVIATION_BETA) -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError("alpha must be in (0, 1]")
+        if not 0.0 < beta <= 1.0:
+            raise ValueError("beta must be in (0, 1]")
+        if spread < 0.0:
+            raise ValueError("spread must be >= 0")
         self._alpha = alpha
+        self._beta = beta
+        self._spread = spread
         self._per_feature: dict[int, float] = {}
+        self._deviation: dict[int, float] = {}
         self._lock = threading.Lock()
 
     def observe(self, bucket: int, batch: int, seconds: float) -> None:
@@ -56,17 +74,23 @@ class EwmaCost:
         sample = seconds / batch
         with self._lock:
             old = self._per_feature.get(bucket)
-            self._per_feature[bucket] = sample if old is None else old + self._alpha * (sample - old)
+            if old is None:
+                self._per_feature[bucket] = sample
+                self._deviation[bucket] = sample / 2.0
+                return
+            deviation = self._deviation[bucket]
+            self._deviation[bucket] = deviation + self._beta * (abs(sample - old) - deviation)
+            self._per_feature[bucket] = old + self._alpha * (sample - old)
 
     def seconds(self, bucket: int) -> float:
         with self._lock:
-            known = self._per_feature.get(bucket)
-            if known is not None:
-                return known
             if not self._per_feature:
                 return 0.0
-            nearest = min(self._per_feature, key=lambda b: (abs(b - bucket), b))
-            return self._per_feature[nearest] * bucket / nearest
+            nearest = bucket
+            if bucket not in self._per_feature:
+                nearest = min(self._per_feature, key=lambda b: (abs(b - bucket), b))
+            price = self._per_feature[nearest] + self._spread * self._deviation[nearest]
+            return price * bucket / nearest
 
     def snapshot(self) -> dict[int, float]:
         with self._lock:

@@ -10,7 +10,7 @@ from tests.container.fakes import GateHandler, fake_manifest
 
 
 def test_the_estimate_starts_at_the_first_observation_then_moves_by_alpha() -> None:
-    cost = EwmaCost(alpha=0.25)
+    cost = EwmaCost(alpha=0.25, spread=0.0)  # the mean alone (the margin is tested below)
     assert cost.seconds(128) == 0.0  # nothing measured: nothing refused
     cost.observe(128, 1, 0.4)
     assert cost.seconds(128) == pytest.approx(0.4)
@@ -20,11 +20,29 @@ def test_the_estimate_starts_at_the_first_observation_then_moves_by_alpha() -> N
 
 
 def test_an_unmeasured_bucket_is_priced_from_the_nearest_by_tokens() -> None:
-    cost = EwmaCost()
+    cost = EwmaCost(spread=0.0)
     cost.observe(64, 1, 0.1)
     cost.observe(384, 1, 0.9)
     assert cost.seconds(96) == pytest.approx(0.1 * 96 / 64)
     assert cost.seconds(320) == pytest.approx(0.9 * 320 / 384)
+    margin = EwmaCost(spread=3.0)
+    margin.observe(64, 1, 0.1)
+    assert margin.seconds(96) == pytest.approx(margin.seconds(64) * 96 / 64)
+
+
+def test_the_price_adds_spread_mean_deviations_which_steady_calls_wear_away() -> None:
+    cost = EwmaCost(alpha=0.25, spread=3.0, beta=0.25)
+    cost.observe(128, 1, 0.4)
+    assert cost.seconds(128) == pytest.approx(0.4 + 3 * 0.2)  # the deviation starts at half the first sample
+    cost.observe(128, 1, 0.2)
+    deviation = 0.2 + 0.25 * (abs(0.2 - 0.4) - 0.2)  # updated against the mean before this sample
+    mean = 0.4 + 0.25 * (0.2 - 0.4)
+    assert cost.seconds(128) == pytest.approx(mean + 3 * deviation)
+    assert cost.snapshot() == {128: pytest.approx(mean)}  # /stats shows the mean
+    jittery = cost.seconds(128)
+    for _ in range(60):
+        cost.observe(128, 1, mean)
+    assert cost.seconds(128) == pytest.approx(mean, abs=1e-6) and cost.seconds(128) < jittery
 
 
 def test_bad_observations_are_ignored_and_alpha_is_checked() -> None:
@@ -34,6 +52,10 @@ def test_bad_observations_are_ignored_and_alpha_is_checked() -> None:
     assert cost.snapshot() == {}
     with pytest.raises(ValueError, match="alpha"):
         EwmaCost(alpha=0.0)
+    with pytest.raises(ValueError, match="beta"):
+        EwmaCost(beta=1.5)
+    with pytest.raises(ValueError, match="spread"):
+        EwmaCost(spread=-1.0)
 
 
 def test_admission_holds_at_most_one_timeout_of_model_time() -> None:
