@@ -10,9 +10,11 @@ period (`WaitIntervalInSeconds`) during which the rollback alarms (`AutoRollback
 - LINEAR: `LinearStepSize` more of green's capacity per step, a baking period after each, until 100 %.
 
 An alarm in ALARM during any baking period rolls the update back: all traffic returns to blue and green stops.
-`MaximumExecutionTimeoutInSeconds` bounds the whole update (a longer one rolls back). Once the last baking period
-passes, the update is complete and blue stops `TerminationWaitInSeconds` later. With no DeploymentConfig,
-SageMaker uses blue/green all at once with no baking period: green takes all traffic as soon as it is healthy.
+`MaximumExecutionTimeoutInSeconds` bounds the update (a longer one rolls back; the box counts it from the moment
+the new fleet is healthy, since starting instances takes real time that no time scale shortens). Once the last
+baking period passes, the update is complete and blue stops `TerminationWaitInSeconds` later. With no
+DeploymentConfig, SageMaker uses blue/green all at once with no baking period: green takes all traffic as soon as
+it is healthy.
 
 Times here are box seconds (see `sagebox.box.embedded_aws.config.TIME_SCALE_ENV`).
 """

@@ -271,7 +271,7 @@ class Reconciler:
             self._finish_failed(spec, reason)
         else:
             if updating:
-                self._begin_update(spec, deployment, started)
+                self._begin_update(spec, deployment)
             else:
                 self._finish_ok(spec, deployment)
         finally:
@@ -386,7 +386,7 @@ class Reconciler:
 
     # --- blue/green updates -----------------------------------------------------------------------------------
 
-    def _begin_update(self, spec: EndpointSpec, green: Deployment, started: float) -> None:
+    def _begin_update(self, spec: EndpointSpec, green: Deployment) -> None:
         """The new fleet is healthy: hand it to the guardrails, which shift traffic from the next pass on."""
         try:
             policy = DeploymentPolicy.from_config(spec.deployment)
@@ -400,7 +400,9 @@ class Reconciler:
                 stale = True
             else:
                 stale = False
-                rollout = Rollout(policy, green.instance_count(), requested_at=started / self._time_scale)
+                # The execution timeout counts from here: starting instances takes real time, which the box's time
+                # scale does not shorten (a 0.01 scale would otherwise spend a 1620 s timeout on process start-up).
+                rollout = Rollout(policy, green.instance_count(), requested_at=self.box_now())
                 self.updates[spec.name] = Update(spec, green, rollout)
         if stale:
             log.info("endpoint %s changed while config %s deployed: discarding it", spec.name, spec.config_name)
