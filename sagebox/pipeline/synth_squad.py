@@ -186,6 +186,10 @@ def _paragraph(
 
 
 COMMON_SHARE = 0.25  # of a paragraph's facts, on average, from relations of no particular domain
+# Contexts made of two paragraphs (~200 tokens instead of ~100): served contexts are often that long, and a model
+# trained on short ones only answers long ones worse (measured: tuning-set F1 70.6 on its paragraphs, 57.7 on the
+# same questions with another paragraph put before each).
+LONG_SHARE = 0.3
 
 
 def _domains(relations: tuple[Relation, ...]) -> list[tuple[tuple[Relation, ...], list[float]]]:
@@ -228,13 +232,22 @@ def generate(
     examples: list[QAExample] = []
     article = 0
     while len(examples) < n_questions:
-        group, weights = rng.choices(domains, domain_weights)[0]
+        choice = rng.choices(range(len(domains)), domain_weights)[0]
+        group, weights = domains[choice]
         facts = _paragraph(rng, group, split, weights)
         if not facts:
             continue
         pieces: list[tuple[str, _Fact | None]] = [(f.text, f) for f in facts]
         for _ in range(rng.choice((0, 0, 1, 1, 2))):
             pieces.insert(rng.randint(1, len(pieces)), (rng.choice(FILLERS), None))
+        if len(domains) > 1 and rng.random() < LONG_SHARE:
+            # A second paragraph of another domain (no common facts, so no question has two answers).
+            other = rng.choice([i for i in range(len(domains)) if i != choice])
+            group, weights = domains[other]
+            own = [0.0 if r.domain == "common" else w for r, w in zip(group, weights, strict=True)]
+            more = _paragraph(rng, group, split, own)
+            facts += more
+            pieces += [(f.text, f) for f in more]
         context, offsets = "", {}
         for text, fact in pieces:
             if context:
