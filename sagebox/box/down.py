@@ -31,7 +31,7 @@ def tear_down(state_dir: Path, say: Say) -> int:
             if pid and processes.stop(pid, timeout=40):
                 say(f"stopped {what}")
                 done += 1
-        done += _stop_leftovers(load_fleet(state_dir), say)
+        done += _stop_leftovers(load_fleet(state_dir), state.docker_host, say)
         if state.registry_pid and processes.stop(state.registry_pid):
             say("stopped the registry")
             done += 1
@@ -47,14 +47,43 @@ def tear_down(state_dir: Path, say: Say) -> int:
     return done
 
 
-def _stop_leftovers(fleet: dict[str, Any], say: Say) -> int:
+def _instances(fleet: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(endpoint, instance) for every instance fleet.json records: serving, being deployed, or retiring."""
+    found = []
+    for endpoint, entry in fleet.items():
+        groups = [entry, entry.get("update") or {}, *(entry.get("retiring") or [])]
+        for group in groups:
+            for variant in group.get("variants", []) if isinstance(group, dict) else []:
+                found += [(endpoint, instance) for instance in variant.get("instances", [])]
+    return found
+
+
+def _stop_leftovers(fleet: dict[str, Any], docker_host: str, say: Say) -> int:
     """Instances the embedded AWS could not stop (it was killed): processes by pid, containers by id."""
     stopped = 0
-    for endpoint, entry in fleet.items():
-        for variant in entry.get("variants", []):
-            for instance in variant.get("instances", []):
-                pid = int(instance.get("pid") or 0)
-                if pid and processes.stop(pid):
-                    say(f"stopped a leftover instance of {endpoint} (pid {pid})")
-                    stopped += 1
+    containers = []
+    for endpoint, instance in _instances(fleet):
+        pid = int(instance.get("pid") or 0)
+        if pid and processes.stop(pid):
+            say(f"stopped a leftover instance of {endpoint} (pid {pid})")
+            stopped += 1
+        if instance.get("kind") == "container" and instance.get("id"):
+            containers.append((endpoint, str(instance["id"])))
+    if containers and docker_host:
+        import docker
+        import docker.errors
+
+        client = docker.DockerClient(base_url=docker_host, version="auto")
+        try:
+            for endpoint, container_id in containers:
+                try:
+                    container = client.containers.get(container_id)
+                except docker.errors.NotFound:
+                    continue
+                container.stop(timeout=30)
+                container.remove(force=True)
+                say(f"stopped a leftover container of {endpoint} ({container_id[:12]})")
+                stopped += 1
+        finally:
+            client.close()
     return stopped

@@ -42,6 +42,8 @@ class UpOptions:
     state_dir: Path = Path(".sagebox")
     # Packaged models (<variant>/model.tar.gz); None: build/models when it holds any, else the demo's.
     models: Path | None = None
+    # The embedded AWS's time scale (bakes, waits, alarm periods); None: SAGEBOX_BOX_TIME_SCALE, else 1.
+    time_scale: float | None = None
 
 
 def box_clients(state: BoxState, *services: str) -> list[Any]:
@@ -107,7 +109,7 @@ def prepare_containers(state: BoxState, state_dir: Path, say: Say) -> None:
     say(f"registry on https://{host} (storage {files.storage})")
 
 
-def start_embedded_aws(state: BoxState, state_dir: Path) -> None:
+def start_embedded_aws(state: BoxState, state_dir: Path, time_scale: float | None = None) -> None:
     config = EmbeddedAwsConfig(
         port=free_port(),
         state_dir=state_dir.resolve(),
@@ -116,6 +118,7 @@ def start_embedded_aws(state: BoxState, state_dir: Path) -> None:
         registry_host=state.registry_host or None,
         registry_ca=(state_dir / "registry" / "tls" / "cert.pem").resolve() if state.registry_host else None,
         docker_host=state.docker_host or None,
+        time_scale=time_scale,
     )
     log = state_dir / "logs" / "embedded-aws.log"
     pid = processes.spawn(["-m", "sagebox.box.embedded_aws.server", *config.argv()], log)
@@ -149,6 +152,10 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
     from sagebox.box.environment import box_environment
 
     state_dir = options.state_dir
+    if options.time_scale is not None:  # one clear line for a bad value, before anything starts
+        from sagebox.box.embedded_aws.config import TIME_SCALE_ENV, time_scale
+
+        time_scale({TIME_SCALE_ENV: repr(options.time_scale)})
     existing = load_state(state_dir)
     if existing is not None and existing.aws_pid and processes.alive(existing.aws_pid):
         raise SageboxError("a local box is already running: `sagebox down` first (or use it as it is)")
@@ -171,7 +178,7 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
                 prepare_containers(state, state_dir, say)
                 save_state(state_dir, state)
         with step("embedded AWS (moto server) and the box's control plane"):
-            start_embedded_aws(state, state_dir)
+            start_embedded_aws(state, state_dir, options.time_scale)
             save_state(state_dir, state)
         with step("runtime gateway (InvokeEndpoint)"):
             start_gateway(state, state_dir)

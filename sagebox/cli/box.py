@@ -30,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="packaged models to deploy (<variant>/model.tar.gz; default: build/models, else the demo's)",
     )
     p.add_argument("--containers", action="store_true", help="build the image and run it in containers (podman/Docker)")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        help="run the embedded AWS's bakes, waits, alarm periods and cooldowns at this fraction of their length "
+        "(0.001-1; default SAGEBOX_BOX_TIME_SCALE, else 1)",
+    )
     p.set_defaults(func=run_up)
     p = sub.add_parser("demo", help="what `make demo` runs: a fresh local box, then the benchmark table")
     p.add_argument("--containers", action="store_true", help="build the image and run it in containers (podman/Docker)")
@@ -85,7 +91,14 @@ def run_up(args: argparse.Namespace) -> int:
     targets = _targets(args.targets)
     started = time.monotonic()
     with _steps() as step:
-        bring_up(UpOptions(tuple(targets), args.containers, state_dir(), getattr(args, "models", None)), step)
+        options = UpOptions(
+            tuple(targets),
+            args.containers,
+            state_dir(),
+            getattr(args, "models", None),
+            getattr(args, "time_scale", None),
+        )
+        bring_up(options, step)
     console = make_console()
     console.print(f"\n[bold]SageMaker in a box is up[/] ({time.monotonic() - started:.0f} s)")
     _print_status(console)
