@@ -370,11 +370,16 @@ class OpenLoop:
         self._wait = wait or self._stop.wait
         self._thread: threading.Thread | None = None
         self.issued = 0
+        self.in_flight = 0  # sent, not yet complete
 
     def _one(self, due: float) -> None:
+        with self._changed:
+            self.in_flight += 1
+            self._changed.notify_all()
         reply = self._send()
         call = Call(due, self._clock(), reply)
         with self._changed:
+            self.in_flight -= 1
             self._calls.append(call)
             self._changed.notify_all()
 
@@ -402,7 +407,8 @@ class OpenLoop:
         return self
 
     def wait_for(self, predicate: Callable[[list[Call]], bool], timeout_s: float = HANG_GUARD_S) -> bool:
-        """Block until `predicate(calls so far)` holds (checked on every new call); False after `timeout_s`."""
+        """Block until `predicate(calls so far)` holds (checked whenever a request starts or ends; it may read
+        `in_flight`); False after `timeout_s`."""
         with self._changed:
             return self._changed.wait_for(lambda: predicate(self._calls), timeout_s)
 
@@ -860,10 +866,15 @@ def run_kill(
 
     [pid] = serving_pids(box.state_dir, endpoint)
     restarts_before = restarts(box.state_dir, endpoint)
-    load = OpenLoop(Invoker(box, endpoint, body), rate_qps, workers=16, clock=clock).start()
+    load = OpenLoop(Invoker(box, endpoint, body), rate_qps, workers=16, clock=clock)
+    load.start()
     killed_at = math.inf
     try:
-        if not load.wait_for(lambda calls: sum(c.outcome == ANSWER for c in calls) >= warm_answers):
+        # Kill while a request is out, so that one meets the dying process (or the gateway's dead route).
+        warm = load.wait_for(
+            lambda calls: sum(c.outcome == ANSWER for c in calls) >= warm_answers and load.in_flight > 0
+        )
+        if not warm:
             raise SageboxError(f"endpoint {endpoint} gave no {warm_answers} answers before the kill")
         killed_at = clock()
         os.kill(pid, signal.SIGKILL)
