@@ -11,11 +11,29 @@ from container import env as container_env
 from infra.catalog import CatalogError, InstanceSpec, instance
 from infra.errors import TargetError
 from infra.model_artifact import ArtifactInfo, inspect_artifact
-from infra.rules import check_emulation, check_size, check_tensor_parallel, check_variant
+from infra.rules import check_emulation, check_serverless, check_size, check_tensor_parallel, check_variant
 from infra.settings import AppSettings
-from infra.targets import BUILD_IMAGE, S3_URI, NeuronBackend, Target, Variant, s3_uri_problem, select
+from infra.targets import (
+    BUILD_IMAGE,
+    DEFAULT_VARIANT_NAME,
+    S3_URI,
+    AsyncSpec,
+    NeuronBackend,
+    ServerlessSpec,
+    ShadowVariantSpec,
+    Target,
+    Variant,
+    VariantSpec,
+    s3_uri_problem,
+    select,
+)
 
-VARIANT_NAME = "AllTraffic"
+VARIANT_NAME = DEFAULT_VARIANT_NAME
+SERVERLESS = "serverless"
+# AWS Lambda, on which Serverless Inference runs, gives a function one vCPU per 1,769 MB of memory (Lambda's
+# "Configure function memory" page); SageMaker does not document the vCPUs of a serverless variant, so the
+# container's threads are sized on Lambda's ratio: an estimate.
+MB_PER_SERVERLESS_VCPU = 1769
 MAX_ENDPOINT_NAME = 63
 # Never part of an image's build context, whatever the context's .dockerignore says: keeps synth fast.
 IMAGE_EXCLUDES: tuple[str, ...] = (
@@ -80,6 +98,24 @@ class RegistryImage:
 
 
 @dataclass(frozen=True)
+class VariantPlan:
+    """One production or shadow variant as the endpoint config renders it."""
+
+    name: str
+    weight: float  # InitialVariantWeight; a shadow's is the production weight times its sampling share
+    instance: InstanceSpec  # a serverless variant's is SERVERLESS (its memory, estimated vCPUs)
+    instance_count: int
+    variant: Variant
+    model: LocalModel | S3Model
+    model_size_bytes: int | None
+    image: BuildImage | RegistryImage
+    environment: Mapping[str, str]
+    neuron_backend: NeuronBackend | None = None
+    shadow: bool = False
+    sampling_percent: int | None = None  # shadows: the share of production's requests they get a copy of
+
+
+@dataclass(frozen=True)
 class EndpointPlan:
     target: Target
     stack_name: str
@@ -97,6 +133,11 @@ class EndpointPlan:
     neuron_backend: NeuronBackend | None = None
     # NeuronCores one model replica spans (the target's tensor_parallel; 1 on CPU targets).
     tensor_parallel: int = 1
+    # Every production variant (the first is the one the fields above describe), and the shadow variants.
+    variants: tuple[VariantPlan, ...] = ()
+    shadows: tuple[VariantPlan, ...] = ()
+    serverless: ServerlessSpec | None = None
+    async_inference: AsyncSpec | None = None
 
     @property
     def name(self) -> str:
@@ -104,7 +145,15 @@ class EndpointPlan:
 
     @property
     def volume_kms(self) -> bool:
-        return self.instance.supports_volume_kms_key
+        """A KMS key for the instances' storage volumes: not on instance-store types, nor on serverless variants
+        (which have no instance volume to encrypt), so never when any variant is one of those."""
+        instances = [v.instance for v in (*self.variants, *self.shadows)] or [self.instance]
+        return self.serverless is None and all(i.supports_volume_kms_key for i in instances)
+
+    @property
+    def single_default_variant(self) -> bool:
+        """One production variant named AllTraffic and no shadow: the endpoint of a target that lists no variants."""
+        return [v.name for v in self.variants] in ([], [VARIANT_NAME]) and not self.shadows
 
 
 def artifacts_stack_name(prefix: str) -> str:
@@ -247,6 +296,22 @@ def resolve_neuron_backend(target: Target, artifact: ArtifactInfo | None) -> Neu
     return backend
 
 
+def serverless_instance(serverless: ServerlessSpec) -> InstanceSpec:
+    """What a serverless variant runs on, for sizing: its memory and an estimate of its vCPUs (see
+    MB_PER_SERVERLESS_VCPU); never a real instance type."""
+    return InstanceSpec(
+        name=SERVERLESS,
+        family=SERVERLESS,
+        vcpus=max(1, round(serverless.memory_mb / MB_PER_SERVERLESS_VCPU)),
+        memory_gib=serverless.memory_mb // 1024,
+        accelerator="cpu",
+        chips=0,
+        instance_storage=False,
+        neuron_cores_per_chip=0,
+        hbm_gib_per_chip=0,
+    )
+
+
 def container_environment(
     target: str, spec: InstanceSpec, overrides: Mapping[str, str], tensor_parallel: int = 1
 ) -> dict[str, str]:
@@ -283,19 +348,41 @@ def container_environment(
     return environment
 
 
-def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
+def _instance_of(target: Target, instance_type: str | None) -> InstanceSpec:
+    if target.serverless is not None:
+        return serverless_instance(target.serverless)
     try:
-        spec = instance(target.instance_type)
+        return instance(str(instance_type))
     except CatalogError as exc:
         raise TargetError(f"target {target.name!r}: {exc}") from None
-    endpoint_name = f"{settings.prefix}-{target.name}"
-    if len(endpoint_name) > MAX_ENDPOINT_NAME:
-        raise TargetError(f"target {target.name!r}: endpoint name {endpoint_name!r} exceeds {MAX_ENDPOINT_NAME} chars")
-    model_data = settings.model_data.get(target.name, target.model_data)
+
+
+def plan_variant(
+    target: Target, entry: VariantSpec | ShadowVariantSpec, settings: AppSettings, production_weight: float = 1.0
+) -> VariantPlan:
+    """One variant: the entry's own fields, else the target's, checked as a whole target's are."""
+    shadow = isinstance(entry, ShadowVariantSpec)
+    spec = _instance_of(target, entry.instance_type or target.instance_type)
+    # `-c model_data=target=s3://...` replaces the target's own model data, not a variant's that names its own.
+    model_data = entry.model_data or settings.model_data.get(target.name, target.model_data)
     model, artifact = resolve_model(target.name, model_data, settings)
-    variant = resolve_variant(target, artifact)
-    check_variant(target.name, variant, spec)
-    backend = resolve_neuron_backend(target, artifact) if variant == "neuron" else None
+    effective = target.model_copy(
+        update={
+            "variant": entry.variant or (target.variant if entry.model_data is None else None),
+            "neuron_backend": entry.neuron_backend or (target.neuron_backend if entry.model_data is None else None),
+        }
+    )
+    variant = resolve_variant(effective, artifact)
+    given_size = entry.model_size_gib or (target.model_size_gib if entry.model_data is None else None)
+    if given_size is not None:
+        size_bytes: int | None = int(given_size * 2**30)
+    else:
+        size_bytes = artifact.size_bytes if artifact else None
+    if target.serverless is not None:
+        check_serverless(target.name, variant, size_bytes, target.serverless.memory_mb)
+    else:
+        check_variant(target.name, variant, spec)
+    backend = resolve_neuron_backend(effective, artifact) if variant == "neuron" else None
     if backend is not None:
         check_emulation(target.name, backend, spec, allowed=target.allow_emulated or settings.allow_emulated)
     manifest = artifact.manifest if artifact else None
@@ -308,11 +395,7 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
         manifest.compile if manifest else None,
         where=f"the model inside {artifact.path}" if artifact else "the model",
     )
-    if target.model_size_gib is not None:
-        size_bytes: int | None = int(target.model_size_gib * 2**30)
-    else:
-        size_bytes = artifact.size_bytes if artifact else None
-    if size_bytes is not None:
+    if size_bytes is not None and target.serverless is None:
         check_size(target.name, size_bytes, spec)
     image_ref = settings.image_uri or target.image
     # The image follows the artifact: torch_neuronx graphs need the Neuron image; neuron_emu graphs are TorchScript
@@ -321,25 +404,58 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
         image: BuildImage | RegistryImage = resolve_neuron_image(target.name, settings, target.neuron_base_image)
     else:
         image = resolve_image(target.name, image_ref, settings)
-    startup = target.startup_timeout_s or (900 if spec.is_neuron else 300)
-    floor = target.autoscaling.min_instances if target.autoscaling else target.instance_count
+    overrides = target.environment if entry.environment is None else {**target.environment, **entry.environment}
+    sampling = entry.sampling_percent if isinstance(entry, ShadowVariantSpec) else None
+    return VariantPlan(
+        name=entry.name,
+        weight=production_weight * (sampling or 100) / 100 if shadow else entry.weight,  # type: ignore[union-attr]
+        instance=spec,
+        instance_count=entry.instance_count or target.instance_count,
+        variant=variant,
+        model=model,
+        model_size_bytes=size_bytes,
+        image=image,
+        environment=container_environment(target.name, spec, overrides, target.tensor_parallel),
+        neuron_backend=backend,
+        shadow=shadow,
+        sampling_percent=sampling,
+    )
+
+
+def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
+    endpoint_name = f"{settings.prefix}-{target.name}"
+    if len(endpoint_name) > MAX_ENDPOINT_NAME:
+        raise TargetError(f"target {target.name!r}: endpoint name {endpoint_name!r} exceeds {MAX_ENDPOINT_NAME} chars")
+    variants = tuple(plan_variant(target, entry, settings) for entry in target.variants())
+    production_weight = variants[0].weight
+    shadows = tuple(plan_variant(target, entry, settings, production_weight) for entry in target.shadow_variants)
+    primary = variants[0]
+    spec = primary.instance
+    startup = target.startup_timeout_s or (900 if any(v.instance.is_neuron for v in variants + shadows) else 300)
+    counts = target.instance_counts()
+    floor = target.autoscaling.min_instances if target.autoscaling else min(counts.values())
     deployment = target.deployment
     return EndpointPlan(
         target=target,
         stack_name=endpoint_name,
         endpoint_name=endpoint_name,
         instance=spec,
-        variant=variant,
-        model=model,
-        model_size_bytes=size_bytes,
-        image=image,
-        environment=container_environment(target.name, spec, target.environment, target.tensor_parallel),
+        variant=primary.variant,
+        model=primary.model,
+        model_size_bytes=primary.model_size_bytes,
+        image=primary.image,
+        environment=primary.environment,
         startup_timeout_s=startup,
-        # A canary is at most half the fleet: one instance shifts all at once (alarms still watched).
-        canary_instances=1 if floor >= 2 else None,
+        # A canary is at most half the fleet: one instance shifts all at once (alarms still watched). A serverless
+        # endpoint has no instances to count: all at once.
+        canary_instances=1 if floor >= 2 and target.serverless is None else None,
         max_deployment_s=min(14_400, max(600, 2 * deployment.bake_s + deployment.termination_wait_s + startup + 600)),
-        neuron_backend=backend,
+        neuron_backend=primary.neuron_backend,
         tensor_parallel=target.tensor_parallel,
+        variants=variants,
+        shadows=shadows,
+        serverless=target.serverless,
+        async_inference=target.async_inference,
     )
 
 

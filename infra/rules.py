@@ -92,3 +92,19 @@ def check_tensor_parallel(
         raise TargetError(
             f"target {target!r}: tensor_parallel {degree} does not divide the model's {heads} attention heads"
         )
+
+
+def check_serverless(target: str, variant: str, size_bytes: int | None, memory_mb: int) -> None:
+    """Serverless variants run on CPU only ("Serverless Inference does not support GPUs", nor Inferentia/Trainium:
+    https://docs.aws.amazon.com/sagemaker/latest/dg/serverless-endpoints.html, feature exclusions), and the model
+    must fit the memory the variant asks for (its MemorySizeInMB)."""
+    if variant == "neuron":
+        raise TargetError(
+            f"target {target!r}: a serverless endpoint runs on CPU only (no GPU, Inferentia or Trainium): deploy an "
+            "fp32 or int8 artifact, or give the target an inf2/trn1 instance_type instead of serverless"
+        )
+    if size_bytes is not None and size_bytes > memory_mb * 2**20:
+        raise TargetError(
+            f"target {target!r}: the model ({size_bytes / 2**20:.0f} MiB) is larger than the serverless memory "
+            f"({memory_mb} MB): raise serverless.memory_mb (up to 6144)"
+        )

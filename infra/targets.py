@@ -22,10 +22,17 @@ Variant = Literal["fp32", "int8", "neuron"]
 # or AWS's torch-neuronx (graphs for NeuronCores).
 NeuronBackend = Literal["neuron_emu", "torch_neuronx"]
 NAME_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+# SageMaker's VariantName (CreateEndpointConfig, ProductionVariant): letters, digits and hyphens, <= 63 chars.
+VARIANT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
+DEFAULT_VARIANT_NAME = "AllTraffic"
+# AsyncInferenceNotificationConfig's SuccessTopic/ErrorTopic pattern (SageMaker API reference).
+SNS_TOPIC_ARN = r"^arn:aws[a-z\-]*:sns:[a-z0-9\-]*:[0-9]{12}:[a-zA-Z0-9_.-]+$"
 BUILD_IMAGE = "build"
 # Stack names derive from target names; these would collide with the app's own stacks.
 RESERVED_NAMES = frozenset({"artifacts"})
 S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>[^\s]+)$")
+# An S3 location (a bucket, or a prefix in it): where asynchronous inference reads inputs and writes outputs.
+S3_PREFIX = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^\s]*))?$")
 
 
 def s3_uri_problem(value: str) -> str:
@@ -41,11 +48,13 @@ class _Spec(BaseModel):
 
 
 class AutoscalingSpec(_Spec):
-    """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""
+    """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute), or on an
+    asynchronous endpoint's queue, ApproximateBacklogSizePerInstance (`backlog_per_instance`)."""
 
     min_instances: int = Field(default=1, ge=1, le=100)
     max_instances: int = Field(ge=1, le=100)
-    invocations_per_instance: int = Field(ge=1, le=100_000)
+    invocations_per_instance: int | None = Field(default=None, ge=1, le=100_000)
+    backlog_per_instance: float | None = Field(default=None, gt=0, le=100_000)
     scale_in_cooldown_s: int = Field(default=300, ge=0, le=3600)
     scale_out_cooldown_s: int = Field(default=60, ge=0, le=3600)
 
@@ -53,6 +62,8 @@ class AutoscalingSpec(_Spec):
     def _ordered(self) -> AutoscalingSpec:
         if self.min_instances > self.max_instances:
             raise ValueError(f"min_instances ({self.min_instances}) exceeds max_instances ({self.max_instances})")
+        if (self.invocations_per_instance is None) == (self.backlog_per_instance is None):
+            raise ValueError("set one of invocations_per_instance and backlog_per_instance (null clears a default's)")
         return self
 
 
@@ -80,9 +91,88 @@ class DeploymentSpec(_Spec):
     termination_wait_s: int = Field(default=120, ge=0, le=3600)
 
 
+class _VariantFields(_Spec):
+    """What a variant may set for itself; a field left unset takes the target's own."""
+
+    name: str = Field(max_length=63, pattern=VARIANT_NAME_PATTERN)
+    model_data: str | None = Field(default=None, min_length=1)
+    variant: Variant | None = None
+    model_size_gib: float | None = Field(default=None, gt=0)
+    instance_type: str | None = None
+    instance_count: int | None = Field(default=None, ge=1, le=100)
+    environment: dict[str, str] | None = None
+    neuron_backend: NeuronBackend | None = None
+
+    @field_validator("model_data")
+    @classmethod
+    def _s3_uri_complete(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("s3://") and not S3_URI.match(value):
+            raise ValueError(s3_uri_problem(value))
+        return value
+
+
+class VariantSpec(_VariantFields):
+    """One production variant of a target (CreateEndpointConfig's ProductionVariants). Requests are split among a
+    target's production variants by weight (InitialVariantWeight), or sent to one with InvokeEndpoint's
+    TargetVariant."""
+
+    weight: float = Field(default=1.0, ge=0, le=1000)
+
+
+class ShadowVariantSpec(_VariantFields):
+    """A shadow variant (ShadowProductionVariants): SageMaker sends it a copy of `sampling_percent` % of the
+    production variant's requests and records its answers; callers only ever get production's."""
+
+    sampling_percent: int = Field(default=100, ge=1, le=100)
+
+
+class ServerlessSpec(_Spec):
+    """ServerlessConfig (ProductionVariantServerlessConfig): memory in 1 GB steps, 1024-6144 MB; concurrent
+    invocations past `max_concurrency` are throttled."""
+
+    memory_mb: int = Field(ge=1024, le=6144)
+    max_concurrency: int = Field(ge=1, le=200)
+
+    @field_validator("memory_mb")
+    @classmethod
+    def _gigabyte_steps(cls, value: int) -> int:
+        if value % 1024:
+            raise ValueError(f"{value} is not one of 1024, 2048, 3072, 4096, 5120, 6144 (SageMaker's memory sizes)")
+        return value
+
+
+def s3_prefix_problem(value: str) -> str:
+    return f"{value!r} is not an s3://bucket[/prefix] location"
+
+
+class AsyncSpec(_Spec):
+    """AsyncInferenceConfig: requests are queued, each reads its input from S3 (InvokeEndpointAsync's InputLocation)
+    and its answer is written to `output_path` (a failure to `failure_path`, else `output_path`), optionally announced
+    on SNS topics. The execution role may read inputs under `input_path` only."""
+
+    output_path: str
+    input_path: str
+    failure_path: str | None = None
+    success_topic: str | None = Field(default=None, pattern=SNS_TOPIC_ARN)
+    error_topic: str | None = Field(default=None, pattern=SNS_TOPIC_ARN)
+    max_concurrent_invocations_per_instance: int | None = Field(default=None, ge=1, le=1000)
+
+    @field_validator("output_path", "input_path", "failure_path")
+    @classmethod
+    def _s3_location(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not S3_PREFIX.match(value):
+            raise ValueError(s3_prefix_problem(value))
+        return value.rstrip("/")
+
+
 class Target(_Spec):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
     name: str = Field(max_length=40, pattern=NAME_PATTERN)
-    instance_type: str
+    # None only for a serverless target (SageMaker chooses the compute of a serverless variant).
+    instance_type: str | None = None
     variant: Variant | None = None
     model_data: str = Field(min_length=1)
     model_size_gib: float | None = Field(default=None, gt=0)
@@ -104,6 +194,12 @@ class Target(_Spec):
     tensor_parallel: int = Field(default=1, ge=1, le=64)
     # inf2/trn1 only. Base of the Neuron image (BASE_IMAGE of container/Dockerfile.neuron); None: its default.
     neuron_base_image: str | None = Field(default=None, min_length=1, pattern=r"^\S+$")
+    # Several production variants (traffic split by weight); None: one variant, AllTraffic, of the fields above.
+    production_variants: tuple[VariantSpec, ...] | None = Field(default=None, min_length=1, max_length=10)
+    # Shadow variants: copies of live traffic whose answers are recorded, never returned.
+    shadow_variants: tuple[ShadowVariantSpec, ...] = ()
+    serverless: ServerlessSpec | None = None
+    async_inference: AsyncSpec | None = Field(default=None, alias="async")
 
     @field_validator("model_data")
     @classmethod
@@ -115,12 +211,68 @@ class Target(_Spec):
     @model_validator(mode="after")
     def _count_within_bounds(self) -> Target:
         scaling = self.autoscaling
-        if scaling and not scaling.min_instances <= self.instance_count <= scaling.max_instances:
-            raise ValueError(
-                f"instance_count ({self.instance_count}) is outside autoscaling bounds "
-                f"[{scaling.min_instances}, {scaling.max_instances}]"
-            )
+        for name, count in self.instance_counts().items():
+            if scaling and not scaling.min_instances <= count <= scaling.max_instances:
+                which = "instance_count" if self.production_variants is None else f"variant {name}: instance_count"
+                bounds = f"[{scaling.min_instances}, {scaling.max_instances}]"
+                raise ValueError(f"{which} ({count}) is outside autoscaling bounds {bounds}")
         return self
+
+    @model_validator(mode="after")
+    def _endpoint_type(self) -> Target:
+        """What SageMaker refuses of serverless, asynchronous and shadow endpoints (one line each)."""
+        names = [v.name for v in self.variants()] + [s.name for s in self.shadow_variants]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"variant name {repeated[0]!r} appears more than once")
+        if self.production_variants is not None and sum(v.weight for v in self.production_variants) <= 0:
+            raise ValueError("production_variants: at least one weight must be above 0")
+        if self.shadow_variants:
+            # "If you use this field, you can only specify one variant for ProductionVariants and one variant for
+            # ShadowProductionVariants" (CreateEndpointConfig, ShadowProductionVariants).
+            if len(self.variants()) != 1 or len(self.shadow_variants) != 1:
+                raise ValueError(
+                    "shadow_variants: SageMaker allows exactly one production variant and one shadow variant"
+                )
+            # Shadow tests exclude serverless and asynchronous endpoints
+            # (https://docs.aws.amazon.com/sagemaker/latest/dg/shadow-tests-exclusions.html).
+            if self.serverless or self.async_inference:
+                kind = "serverless" if self.serverless else "asynchronous"
+                raise ValueError(f"shadow_variants: {kind} endpoints cannot have shadow variants")
+        if self.autoscaling and self.autoscaling.backlog_per_instance is not None and self.async_inference is None:
+            raise ValueError("autoscaling.backlog_per_instance tracks an asynchronous endpoint's queue: set async")
+        if self.serverless is not None:
+            self._check_serverless()
+        elif self.instance_type is None:
+            raise ValueError("instance_type is required (only a serverless target has none)")
+        return self
+
+    def _check_serverless(self) -> None:
+        """Serverless feature exclusions (https://docs.aws.amazon.com/sagemaker/latest/dg/serverless-endpoints.html):
+        no instance type to choose, one production variant, no data capture, no asynchronous inference, and it
+        scales by itself (MaxConcurrency), not by Application Auto Scaling on instance counts."""
+        where = "serverless"
+        if self.instance_type is not None or any(v.instance_type for v in self.production_variants or ()):
+            raise ValueError(f"{where}: a serverless endpoint has no instance type (remove instance_type)")
+        if len(self.variants()) > 1:
+            raise ValueError(f"{where}: a serverless endpoint has one production variant")
+        if self.instance_count != 1 or any(v.instance_count for v in self.production_variants or ()):
+            raise ValueError(f"{where}: a serverless endpoint has no instance count (remove instance_count)")
+        if self.autoscaling is not None:
+            raise ValueError(
+                f"{where}: a serverless endpoint scales by itself up to max_concurrency; set autoscaling: null"
+            )
+        if self.data_capture is not None:
+            raise ValueError(f"{where}: SageMaker does not capture data of serverless endpoints (remove data_capture)")
+        if self.async_inference is not None:
+            raise ValueError(f"{where}: asynchronous inference needs instances; a target is serverless or async")
+
+    def variants(self) -> tuple[VariantSpec, ...]:
+        """The production variants: the listed ones, or one AllTraffic variant of the target's own fields."""
+        return self.production_variants or (VariantSpec(name=DEFAULT_VARIANT_NAME),)
+
+    def instance_counts(self) -> dict[str, int]:
+        return {v.name: v.instance_count or self.instance_count for v in self.variants()}
 
 
 def merge_defaults(defaults: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,14 @@
-"""One stack per target: execution role, model, endpoint config, blue/green endpoint, autoscaling, alarms."""
+"""One stack per target: execution role, models, endpoint config, blue/green endpoint, autoscaling, alarms.
+
+A target's endpoint is real-time (one or more production variants, optionally a shadow variant), serverless
+(ServerlessConfig) or asynchronous (AsyncInferenceConfig); a target that sets none of the new fields renders
+exactly as it always did (one `Model`, one `AllTraffic` variant).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +21,42 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from infra import nag
-from infra.plan import VARIANT_NAME, BuildImage, EndpointPlan, LocalModel
+from infra.plan import VARIANT_NAME, BuildImage, EndpointPlan, LocalModel, RegistryImage, VariantPlan
 from infra.stacks.artifacts import BUCKET_NAME, ArtifactsStack, bucket_name
 from infra.stacks.monitoring import EndpointMonitoring
+from infra.targets import S3_PREFIX
 
 DATA_CAPTURE_PREFIX = "data-capture"
+# Async inference's queue depth per instance (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html),
+# the metric AWS's async autoscaling example tracks (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-autoscale.html).
+BACKLOG_METRIC = "ApproximateBacklogSizePerInstance"
+
+
+def pascal(name: str) -> str:
+    """A variant name as a construct ID suffix: `int8-canary` -> `Int8Canary`."""
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", name) if part)
+
+
+def s3_objects_arn(location: str) -> Arn:
+    """Every object under an s3://bucket[/prefix] location, as an ARN."""
+    match = S3_PREFIX.match(location)
+    if match is None:  # targets.py validated it
+        raise ValueError(f"{location!r} is not an s3://bucket[/prefix] location")
+    prefix = (match["prefix"] or "").strip("/")
+    path = f"{match['bucket']}/{prefix}/*" if prefix else f"{match['bucket']}/*"
+    return Arn.of("arn:{partition}:s3:::" + path.replace("{", "{{").replace("}", "}}"))
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What one SageMaker model of the stack is made of: its image and model data (variants that share an image,
+    model data and environment share the model)."""
+
+    key: tuple[Any, ...]
+    image_uri: str
+    repository_arn: str | None
+    model_url: str
+    model_object_arn: str
 
 
 @dataclass(frozen=True)
@@ -72,39 +110,26 @@ class EndpointStack(cdk.Stack):
         )
         self.add_stack_dependency(artifacts, "the endpoint uses the artifacts key and bucket")
         self.plan = plan
-        image_uri, repository_arn = self._image()
-        model_url, model_object_arn = self._model_data()
         capture = plan.target.data_capture
         capture_prefix = f"{DATA_CAPTURE_PREFIX}/{plan.endpoint_name}"
+        self._images: list[tuple[BuildImage, ecr_assets.DockerImageAsset]] = []
+        self._model_assets: dict[str, s3_assets.Asset] = {}
+        self._models: dict[tuple[Any, ...], sagemaker.CfnModel] = {}
+        variants = plan.variants or ()
+        sources = {v.name: self._source(v) for v in (*variants, *plan.shadows)}
+        distinct = list({s.key: s for s in sources.values()}.values())
         self.role = self._execution_role(
-            repository_arn, model_object_arn, artifacts, capture_prefix if capture else None
+            list(dict.fromkeys(s.repository_arn for s in distinct if s.repository_arn)),
+            list(dict.fromkeys(s.model_object_arn for s in distinct)),
+            artifacts,
+            capture_prefix if capture else None,
         )
+        served = {v.name: self._model(sources[v.name], v) for v in (*variants, *plan.shadows)}
 
-        model = sagemaker.CfnModel(
-            self,
-            "Model",
-            execution_role_arn=self.role.role_arn,
-            enable_network_isolation=True,
-            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=image_uri,
-                model_data_url=model_url,
-                mode="SingleModel",
-                environment=dict(plan.environment),
-            ),
-        )
         config = sagemaker.CfnEndpointConfig(
             self,
             "EndpointConfig",
-            production_variants=[
-                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                    variant_name=VARIANT_NAME,
-                    model_name=model.attr_model_name,
-                    instance_type=plan.instance.name,
-                    initial_instance_count=plan.target.instance_count,
-                    initial_variant_weight=1.0,
-                    container_startup_health_check_timeout_in_seconds=plan.startup_timeout_s,
-                )
-            ],
+            production_variants=[self._variant_property(v, served[v.name]) for v in variants],
             kms_key_id=artifacts.key.key_arn if plan.volume_kms else None,
             data_capture_config=(
                 sagemaker.CfnEndpointConfig.DataCaptureConfigProperty(
@@ -123,13 +148,17 @@ class EndpointStack(cdk.Stack):
                 if capture
                 else None
             ),
+            shadow_production_variants=[self._variant_property(v, served[v.name]) for v in plan.shadows] or None,
+            async_inference_config=self._async_config(),
         )
         self.monitoring = EndpointMonitoring(
             self,
             "Monitoring",
             endpoint_name=plan.endpoint_name,
-            variant_name=VARIANT_NAME,
+            variant_names=[v.name for v in variants] or [VARIANT_NAME],
             alarms=plan.target.alarms,
+            serverless=plan.serverless is not None,
+            asynchronous=plan.async_inference is not None,
         )
         self.endpoint = sagemaker.CfnEndpoint(
             self,
@@ -148,6 +177,19 @@ class EndpointStack(cdk.Stack):
         cdk.CfnOutput(self, "EndpointName", value=self.endpoint.attr_endpoint_name, description="Invoke this endpoint")
         cdk.CfnOutput(self, "TargetName", value=plan.name)
         cdk.CfnOutput(self, "InstanceType", value=plan.instance.name)
+        if not plan.single_default_variant:
+            described = [f"{v.name} ({v.weight:g})" for v in variants] + [
+                f"{v.name} (shadow, {v.sampling_percent} %)" for v in plan.shadows
+            ]
+            cdk.CfnOutput(self, "Variants", value=", ".join(described), description="Variants and their weights")
+        if plan.serverless:
+            cdk.CfnOutput(
+                self,
+                "Serverless",
+                value=f"{plan.serverless.memory_mb} MB, max concurrency {plan.serverless.max_concurrency}",
+            )
+        if plan.async_inference:
+            cdk.CfnOutput(self, "AsyncOutputPath", value=plan.async_inference.output_path)
         cdk.CfnOutput(self, "ModelVariant", value=plan.variant)
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         if plan.neuron_backend:
@@ -158,38 +200,128 @@ class EndpointStack(cdk.Stack):
                 description="What compiled the model: torch_neuronx (NeuronCores) or neuron_emu (the host CPU)",
             )
 
-    def _image(self) -> tuple[str, str | None]:
-        """The image URI and the ECR repository ARN the role pulls from (None: not an ECR image)."""
-        image = self.plan.image
+    def _image(self, image: BuildImage | RegistryImage) -> tuple[str, str | None]:
+        """The image URI and the ECR repository ARN the role pulls from (None: not an ECR image); one image asset
+        per distinct build (the first is `Image`)."""
         if isinstance(image, BuildImage):
-            asset = serving_image_asset(self, "Image", image)
+            asset = next((a for known, a in self._images if known == image), None)
+            if asset is None:
+                construct_id = "Image" if not self._images else f"Image{len(self._images) + 1}"
+                asset = serving_image_asset(self, construct_id, image)
+                self._images.append((image, asset))
             return asset.image_uri, asset.repository.repository_arn
         return image.uri, image.repository.arn if image.repository else None
 
-    def _model_data(self) -> tuple[str, str]:
-        """The model data URL and the ARN of that one object."""
-        model = self.plan.model
+    def _model_data(self, variant: VariantPlan) -> tuple[str, str]:
+        """The model data URL and the ARN of that one object (one asset per local tarball, the first `ModelData`)."""
+        model = variant.model
         if isinstance(model, LocalModel):
-            asset = s3_assets.Asset(self, "ModelData", path=str(model.path))
+            key = str(model.path)
+            asset = self._model_assets.get(key)
+            if asset is None:
+                construct_id = "ModelData" if not self._model_assets else f"ModelData{len(self._model_assets) + 1}"
+                asset = self._model_assets[key] = s3_assets.Asset(self, construct_id, path=key)
             url, bucket, key = asset.s3_object_url, asset.s3_bucket_name, asset.s3_object_key
         else:
             url, bucket, key = model.uri, model.bucket, model.key
         return url, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}/{key}"
 
+    def _source(self, variant: VariantPlan) -> ModelSource:
+        image_uri, repository_arn = self._image(variant.image)
+        model_url, model_object_arn = self._model_data(variant)
+        key = (image_uri, model_url, tuple(sorted(variant.environment.items())))
+        return ModelSource(key, image_uri, repository_arn, model_url, model_object_arn)
+
+    def _model(self, source: ModelSource, variant: VariantPlan) -> sagemaker.CfnModel:
+        """The SageMaker model of a variant, shared by variants of the same source (the first is `Model`, as the
+        endpoint of a target without variants always had)."""
+        found = self._models.get(source.key)
+        if found is not None:
+            return found
+        construct_id = "Model" if not self._models else f"Model{pascal(variant.name)}"
+        model = self._models[source.key] = sagemaker.CfnModel(
+            self,
+            construct_id,
+            execution_role_arn=self.role.role_arn,
+            # Serverless Inference does not support network isolation (its feature exclusions,
+            # https://docs.aws.amazon.com/sagemaker/latest/dg/serverless-endpoints.html).
+            enable_network_isolation=self.plan.serverless is None,
+            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                image=source.image_uri,
+                model_data_url=source.model_url,
+                mode="SingleModel",
+                environment=dict(variant.environment),
+            ),
+        )
+        return model
+
+    def _variant_property(
+        self, variant: VariantPlan, model: sagemaker.CfnModel
+    ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        serverless = self.plan.serverless
+        if serverless is not None:
+            # A serverless variant names no instance type, count or start-up timeout (ProductionVariant: those are
+            # instance-based settings); SageMaker sizes it by memory and throttles past MaxConcurrency.
+            return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+                variant_name=variant.name,
+                model_name=model.attr_model_name,
+                initial_variant_weight=variant.weight,
+                serverless_config=sagemaker.CfnEndpointConfig.ServerlessConfigProperty(
+                    memory_size_in_mb=serverless.memory_mb, max_concurrency=serverless.max_concurrency
+                ),
+            )
+        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name=variant.name,
+            model_name=model.attr_model_name,
+            instance_type=variant.instance.name,
+            initial_instance_count=variant.instance_count,
+            initial_variant_weight=variant.weight,
+            container_startup_health_check_timeout_in_seconds=self.plan.startup_timeout_s,
+        )
+
+    def _async_config(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None:
+        """AsyncInferenceConfig: where answers and failures go, which SNS topics hear of them, and how many requests
+        an instance takes at once."""
+        spec = self.plan.async_inference
+        if spec is None:
+            return None
+        topics = spec.success_topic or spec.error_topic
+        return sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty(
+            output_config=sagemaker.CfnEndpointConfig.AsyncInferenceOutputConfigProperty(
+                s3_output_path=spec.output_path,
+                s3_failure_path=spec.failure_path,
+                notification_config=(
+                    sagemaker.CfnEndpointConfig.AsyncInferenceNotificationConfigProperty(
+                        success_topic=spec.success_topic, error_topic=spec.error_topic
+                    )
+                    if topics
+                    else None
+                ),
+            ),
+            client_config=(
+                sagemaker.CfnEndpointConfig.AsyncInferenceClientConfigProperty(
+                    max_concurrent_invocations_per_instance=spec.max_concurrent_invocations_per_instance
+                )
+                if spec.max_concurrent_invocations_per_instance
+                else None
+            ),
+        )
+
     def _execution_role(
         self,
-        repository_arn: str | None,
-        model_object_arn: str,
+        repository_arns: Sequence[str],
+        model_object_arns: Sequence[str],
         artifacts: ArtifactsStack,
         capture_prefix: str | None,
     ) -> iam.Role:
-        """Least privilege for serving one endpoint; each `*` is acknowledged to cdk-nag with its reason."""
+        """Least privilege for serving one endpoint (each model object and repository its variants use); each `*`
+        is acknowledged to cdk-nag with its reason."""
         endpoint_name = self.plan.endpoint_name
         log_group = Arn.of(
             f"arn:{{partition}}:logs:{{region}}:{{account}}:log-group:/aws/sagemaker/Endpoints/{endpoint_name}"
         )
         statements = [
-            iam.PolicyStatement(sid="ReadModelData", actions=["s3:GetObject"], resources=[model_object_arn]),
+            iam.PolicyStatement(sid="ReadModelData", actions=["s3:GetObject"], resources=list(model_object_arns)),
             iam.PolicyStatement(
                 sid="WriteEndpointLogs",
                 actions=[
@@ -212,7 +344,7 @@ class EndpointStack(cdk.Stack):
             "Resource::*": "cloudwatch:PutMetricData supports no resource-level permissions; a condition "
             "limits it to SageMaker's /aws/sagemaker/* namespaces.",
         }
-        if repository_arn is not None:
+        if repository_arns:
             statements += [
                 iam.PolicyStatement(
                     sid="PullServingImage",
@@ -221,7 +353,7 @@ class EndpointStack(cdk.Stack):
                         "ecr:BatchGetImage",
                         "ecr:GetDownloadUrlForLayer",
                     ],
-                    resources=[repository_arn],
+                    resources=list(repository_arns),
                 ),
                 iam.PolicyStatement(sid="AuthenticateToEcr", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             ]
@@ -238,6 +370,7 @@ class EndpointStack(cdk.Stack):
             findings[f"Resource::{captured.finding}"] = (
                 "SageMaker names the captured objects under this endpoint's data-capture prefix at run time."
             )
+        statements += self._async_statements(findings)
         statements.append(
             iam.PolicyStatement(sid="UseArtifactsKey", actions=key_actions, resources=[artifacts.key.key_arn])
         )
@@ -251,6 +384,35 @@ class EndpointStack(cdk.Stack):
         for finding, reason in findings.items():
             nag.acknowledge(role, f"AwsSolutions-IAM5[{finding}]", reason)
         return role
+
+    def _async_statements(self, findings: dict[str, str]) -> list[iam.PolicyStatement]:
+        """Asynchronous inference: SageMaker reads each request's input, writes its answer or failure and publishes
+        to the topics with the execution role (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-create-endpoint-prerequisites.html);
+        the objects are named per request at run time, so each location is a prefix wildcard."""
+        spec = self.plan.async_inference
+        if spec is None:
+            return []
+        inputs = s3_objects_arn(spec.input_path)
+        outputs = [s3_objects_arn(path) for path in dict.fromkeys(filter(None, (spec.output_path, spec.failure_path)))]
+        statements = [
+            iam.PolicyStatement(sid="ReadAsyncInputs", actions=["s3:GetObject"], resources=[inputs.value]),
+            iam.PolicyStatement(
+                sid="WriteAsyncResults", actions=["s3:PutObject"], resources=[a.value for a in outputs]
+            ),
+        ]
+        findings[f"Resource::{inputs.finding}"] = (
+            "Callers name each asynchronous request's input object at run time; the role reads only under the "
+            "target's async input_path."
+        )
+        for arn in outputs:
+            findings[f"Resource::{arn.finding}"] = (
+                "SageMaker names each asynchronous answer or failure object after its inference ID at run time, "
+                "under the target's async output_path or failure_path only."
+            )
+        topics = list(dict.fromkeys(filter(None, (spec.success_topic, spec.error_topic))))
+        if topics:
+            statements.append(iam.PolicyStatement(sid="NotifyAsyncResults", actions=["sns:Publish"], resources=topics))
+        return statements
 
     def _deployment_config(self) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
         """Blue/green: canary (all at once for one instance), bake, roll back when an alarm fires."""
@@ -277,34 +439,66 @@ class EndpointStack(cdk.Stack):
         )
 
     def _autoscaling(self) -> None:
-        """Target tracking on invocations per instance.
+        """Target tracking per production variant: on invocations per instance, or on an asynchronous endpoint's
+        queue (ApproximateBacklogSizePerInstance, the endpoint's backlog per instance, as AWS's async autoscaling
+        example tracks it).
 
         L1 resources: without a RoleARN, Application Auto Scaling uses its SageMaker service-linked role
         (the L2 construct would add a role of its own that has no permissions).
         """
         scaling = self.plan.target.autoscaling
         assert scaling is not None
-        target = appscaling.CfnScalableTarget(
-            self,
-            "ScalableTarget",
-            service_namespace="sagemaker",
-            resource_id=f"endpoint/{self.endpoint.attr_endpoint_name}/variant/{VARIANT_NAME}",
-            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-            min_capacity=scaling.min_instances,
-            max_capacity=scaling.max_instances,
-        )
-        appscaling.CfnScalingPolicy(
-            self,
-            "InvocationsPerInstance",
-            policy_name=f"{self.plan.endpoint_name}-invocations-per-instance",
-            policy_type="TargetTrackingScaling",
-            scaling_target_id=target.ref,
-            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-                target_value=scaling.invocations_per_instance,
-                predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
-                    predefined_metric_type="SageMakerVariantInvocationsPerInstance"
+        single = self.plan.single_default_variant
+        for variant in self.plan.variants or ():
+            suffix = "" if single else pascal(variant.name)
+            named = self.plan.endpoint_name if single else f"{self.plan.endpoint_name}-{variant.name}"
+            target = appscaling.CfnScalableTarget(
+                self,
+                f"ScalableTarget{suffix}",
+                service_namespace="sagemaker",
+                resource_id=f"endpoint/{self.endpoint.attr_endpoint_name}/variant/{variant.name}",
+                scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+                min_capacity=scaling.min_instances,
+                max_capacity=scaling.max_instances,
+            )
+            tracking = appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty
+            if scaling.backlog_per_instance is not None:
+                appscaling.CfnScalingPolicy(
+                    self,
+                    f"BacklogPerInstance{suffix}",
+                    policy_name=f"{named}-backlog-per-instance",
+                    policy_type="TargetTrackingScaling",
+                    scaling_target_id=target.ref,
+                    target_tracking_scaling_policy_configuration=tracking(
+                        target_value=scaling.backlog_per_instance,
+                        customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                            metric_name=BACKLOG_METRIC,
+                            namespace="AWS/SageMaker",
+                            dimensions=[
+                                appscaling.CfnScalingPolicy.MetricDimensionProperty(
+                                    name="EndpointName", value=self.plan.endpoint_name
+                                )
+                            ],
+                            statistic="Average",
+                        ),
+                        scale_in_cooldown=scaling.scale_in_cooldown_s,
+                        scale_out_cooldown=scaling.scale_out_cooldown_s,
+                    ),
+                )
+                continue
+            assert scaling.invocations_per_instance is not None  # targets.py: one of the two is set
+            appscaling.CfnScalingPolicy(
+                self,
+                f"InvocationsPerInstance{suffix}",
+                policy_name=f"{named}-invocations-per-instance",
+                policy_type="TargetTrackingScaling",
+                scaling_target_id=target.ref,
+                target_tracking_scaling_policy_configuration=tracking(
+                    target_value=scaling.invocations_per_instance,
+                    predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
+                        predefined_metric_type="SageMakerVariantInvocationsPerInstance"
+                    ),
+                    scale_in_cooldown=scaling.scale_in_cooldown_s,
+                    scale_out_cooldown=scaling.scale_out_cooldown_s,
                 ),
-                scale_in_cooldown=scaling.scale_in_cooldown_s,
-                scale_out_cooldown=scaling.scale_out_cooldown_s,
-            ),
-        )
+            )
