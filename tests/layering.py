@@ -87,7 +87,7 @@ def project_files(root: Path) -> Iterator[Path]:
 
 
 def all_imports(root: Path, files: Iterable[Path]) -> list[Import]:
-    found = []
+    found: list[Import] = []
     for path in files:
         module = module_name(root, path)
         found += imports_of(path.read_text(), module, path.name == "__init__.py")
