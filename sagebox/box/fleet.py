@@ -6,6 +6,8 @@ runs as `docker run IMAGE serve` with the model's `Environment`, and the instanc
 /ping answers 200 within `ContainerStartupHealthCheckTimeoutInSeconds`. Shutdown is SIGTERM, then SIGKILL 30 s
 later. In process mode the box runs this checkout's serving code (`python -m container serve`) in place of the
 image, bound to 127.0.0.1; in container mode it pulls the image by digest from the local registry behind ECR.
+A serverless variant's container gets its MemorySizeInMB as its memory limit (a serverless variant's memory is
+all its container has); in process mode the limit is not enforced (a process has no cgroup of its own here).
 """
 
 from __future__ import annotations
@@ -297,6 +299,15 @@ class ContainerInstance:
         return {"kind": "container", "id": str(self.container.id), "url": self.url, "image": self.image}
 
 
+def container_limits(variant: VariantSpec) -> dict[str, Any]:
+    """docker-py `containers.run` resource arguments: a serverless variant's memory (MemorySizeInMB) as a hard
+    limit, swap included (memswap_limit equal to mem_limit: no swap beyond it), as the compute SageMaker gives it."""
+    if variant.serverless is None:
+        return {}
+    limit = f"{variant.serverless.memory_mb}m"
+    return {"mem_limit": limit, "memswap_limit": limit}
+
+
 @dataclass
 class ContainerLauncher:
     """The endpoint's own image, pulled by digest from the registry behind the embedded ECR."""
@@ -345,6 +356,7 @@ class ContainerLauncher:
                 ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
                 volumes={str(model_dir.resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}},
                 labels={"org.sagebox.role": "serving", "org.sagebox.endpoint": endpoint},
+                **container_limits(variant),
             )
         except docker.errors.APIError as exc:
             raise SageboxError(f"cannot start {reference}: {' '.join(str(exc.explanation or exc).split())}") from None

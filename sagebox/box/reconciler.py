@@ -14,6 +14,11 @@ the old fleet and stops the new one (`RollingBack`, then `InService` on the old 
 the last bake the new fleet serves and the old one stops after the termination wait. A capacity change
 (UpdateEndpointWeightsAndCapacities, which autoscaling calls) starts or stops instances of the serving fleet.
 
+Endpoint types: a shadow variant runs instances of its own, which the gateway sends copies of production's
+requests to (sagebox.box.shadow); a serverless variant runs one instance, stopped after an idle period and started
+again when a request waits for it (sagebox.box.serverless); an asynchronous endpoint's config reaches the gateway,
+which queues its requests (sagebox.box.async_inference).
+
 State is level-triggered: every pass compares what the embedded SageMaker says with what runs, so a missed
 notification only costs one poll interval. Deployment times run on box time (`time_scale`, see
 sagebox.box.embedded_aws.config.TIME_SCALE_ENV).
@@ -35,12 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagebox.box import serverless
 from sagebox.box import specs as sm
 from sagebox.box import specs as specs_mod
 from sagebox.box.fleet import Instance, Launcher, answers_ping, fetch_model_data, wait_healthy
 from sagebox.box.guardrails import COMPLETED, IN_PROGRESS, ROLLED_BACK, DeploymentPolicy, GuardrailError, Rollout
 from sagebox.box.routes import FleetRoute, Route, VariantRoute, save_routes
-from sagebox.box.specs import EndpointSpec, SpecError, VariantSpec
+from sagebox.box.specs import AsyncConfig, EndpointSpec, SpecError, VariantSpec
 
 log = logging.getLogger("sagebox.control")
 
@@ -58,6 +64,16 @@ class VariantFleet:
     restarts: int = 0
     weight: float = 1.0  # CurrentWeight
     desired: int = 1  # DesiredInstanceCount
+    # Serverless variants: scaled to zero (no instance), a cold start under way, and what cold starts took.
+    cold: bool = False
+    starting: bool = False
+    warm_since: float = 0.0  # epoch seconds the instance last became healthy
+    cold_starts: int = 0
+    last_cold_start_s: float | None = None
+    scaled_to_zero: int = 0
+
+    def state(self) -> str:
+        return "starting" if self.starting else "cold" if self.cold else "warm"
 
 
 @dataclass
@@ -68,6 +84,15 @@ class Deployment:
     config_name: str
     variants: list[VariantFleet]
     started_at: float
+    async_config: AsyncConfig | None = None
+
+    @property
+    def production(self) -> list[VariantFleet]:
+        return [v for v in self.variants if not v.spec.shadow]
+
+    @property
+    def shadows(self) -> list[VariantFleet]:
+        return [v for v in self.variants if v.spec.shadow]
 
     def stop(self) -> None:
         for variant in self.variants:
@@ -117,13 +142,17 @@ class Reconciler:
         time_scale: float = 1.0,
         alarms: Callable[[], Mapping[str, str]] = dict,
         on_pass: Callable[[], None] = lambda: None,
+        wall: Callable[[], float] = time.time,
+        serverless_idle_s: float = serverless.DEFAULT_IDLE_S,
     ) -> None:
         """`healthy(instance, timeout_s)` waits for /ping, `fetch(s3, url, dest)` untars model data, `spawn(fn,
         name)` runs a deployment in the background (a thread by default), `probe(instance)` is one health check of
         a serving instance, made every `probe_every_s`; `unhealthy_after` failed checks in a row replace it (as
         SageMaker replaces an instance whose health check fails). `alarms()` names the CloudWatch alarms now in
         ALARM (name -> reason), `on_pass()` runs first on every pass (alarm evaluation, autoscaling); deployment
-        waits last `time_scale` times their length. Injectable for tests."""
+        waits last `time_scale` times their length. A serverless variant scales to zero after `serverless_idle_s`
+        box seconds without a request, judged on `wall()` (epoch seconds, the clock of the gateway's activity
+        file). Injectable for tests."""
         self._backend = backend
         self._launcher = launcher
         self._s3 = s3
@@ -140,6 +169,8 @@ class Reconciler:
         self._time_scale = time_scale
         self._alarms = alarms
         self._on_pass = on_pass
+        self._wall = wall
+        self._serverless_idle_s = serverless_idle_s
         self._last_probe = -float("inf")
         self._failed_probes: dict[int, int] = {}  # id(instance) -> failed health checks in a row
         self._wake = threading.Event()
@@ -247,6 +278,7 @@ class Reconciler:
             self._retire(deployment)
         self._advance_updates()
         self._retire_due()
+        self._serverless_pass()
 
     def _start_deploy(self, spec: EndpointSpec) -> None:
         self._in_flight[spec.name] = spec.config_name
@@ -306,7 +338,9 @@ class Reconciler:
                 model_dir = config_dir / variant.name / "model"
                 self._fetch(self._s3, variant.model_data_url, model_dir)
                 count, weight = retained.get(variant.name, (variant.instance_count, variant.weight))
-                fleet = VariantFleet(variant, resolved, model_dir, weight=weight, desired=count)
+                fleet = VariantFleet(
+                    variant, resolved, model_dir, weight=weight, desired=count, warm_since=self._wall()
+                )
                 variants.append(fleet)
                 for index in range(count):
                     fleet.instances.append(self._launcher.launch(spec.name, variant, index, model_dir))
@@ -324,7 +358,10 @@ class Reconciler:
                 for instance in fleet.instances:
                     instance.stop()
             raise
-        return Deployment(spec.name, spec.config_name, variants, started)
+        now = self._wall()
+        for fleet in variants:
+            fleet.warm_since = now
+        return Deployment(spec.name, spec.config_name, variants, started, spec.async_config)
 
     def _current(self, name: str) -> Any:
         return self._backend().endpoints.get(name)
@@ -346,7 +383,7 @@ class Reconciler:
         with self._lock:
             endpoint.endpoint_config_name = spec.config_name
             endpoint.pending_deployment_summary = None
-            endpoint.production_variants = _variant_status(deployment)
+            _describe_serving(endpoint, deployment)
             endpoint.failure_reason = None
             endpoint.last_modified_time = _now()
             endpoint.endpoint_status = sm.IN_SERVICE
@@ -461,7 +498,7 @@ class Reconciler:
         with self._lock:
             endpoint.endpoint_config_name = update.spec.config_name
             endpoint.pending_deployment_summary = None
-            endpoint.production_variants = _variant_status(update.green)
+            _describe_serving(endpoint, update.green)
             endpoint.failure_reason = None
             endpoint.last_modified_time = _now()
             endpoint.endpoint_status = sm.IN_SERVICE
@@ -499,7 +536,7 @@ class Reconciler:
                 endpoint.pending_deployment_summary = None
                 if live is not None:
                     endpoint.endpoint_config_name = live.config_name
-                    endpoint.production_variants = _variant_status(live)
+                    _describe_serving(endpoint, live)
                 endpoint.last_modified_time = _now()
                 endpoint.endpoint_status = sm.IN_SERVICE
         self._write_fleet()
@@ -585,7 +622,7 @@ class Reconciler:
                     and endpoint.endpoint_status == sm.UPDATING
                     and self.live.get(spec.name) is live
                 ):
-                    endpoint.production_variants = _variant_status(live)
+                    _describe_serving(endpoint, live)
                     endpoint.failure_reason = failure or None
                     endpoint.last_modified_time = _now()
                     endpoint.endpoint_status = sm.IN_SERVICE
@@ -634,6 +671,80 @@ class Reconciler:
                 *entry["scaling"][-(HISTORY - 1) :],
                 {"variant": variant, "from": before, "to": after, "at": _now().isoformat()},
             ]
+
+    # --- serverless -------------------------------------------------------------------------------------------
+
+    def _serverless_pass(self) -> None:
+        """Scale idle serverless variants to zero; start one whose requests wait (sagebox.box.serverless)."""
+        with self._lock:
+            fleets = [(d, f) for d in self.live.values() for f in d.variants if f.spec.serverless is not None]
+        if not fleets:
+            return
+        activity = serverless.read_activity(self._state_dir)
+        now = self._wall()
+        for deployment, fleet in fleets:
+            with self._lock:
+                action = serverless.decide(
+                    activity.get((deployment.endpoint, fleet.spec.name)),
+                    warm=not fleet.cold,
+                    starting=fleet.starting,
+                    warm_since=fleet.warm_since,
+                    now=now,
+                    idle_real_s=self._serverless_idle_s * self._time_scale,
+                )
+                if action == "start":
+                    fleet.starting = True
+                elif action == "stop":
+                    leaving, fleet.instances = fleet.instances, []
+                    fleet.cold = True
+                    fleet.scaled_to_zero += 1
+            if action == "stop":
+                log.info(
+                    "endpoint %s: serverless variant %s is idle: scaling to zero", deployment.endpoint, fleet.spec.name
+                )
+                self._write_routes()  # out of the routes before it stops
+                self._write_fleet()
+                for instance in leaving:
+                    self._spawn(instance.stop, f"scale-to-zero-{deployment.endpoint}")
+            elif action == "start":
+                self._spawn(functools.partial(self._cold_start, deployment, fleet), f"cold-start-{deployment.endpoint}")
+
+    def _cold_start(self, deployment: Deployment, fleet: VariantFleet) -> None:
+        """One instance of a serverless variant whose requests wait; the cold start is the time until it is
+        healthy (the gateway reports the wait its requests saw)."""
+        started = self._clock()
+        instance = None
+        try:
+            instance = self._launcher.launch(deployment.endpoint, fleet.spec, 0, fleet.model_dir)
+            self._healthy(instance, fleet.spec.startup_timeout_s)
+        except Exception as exc:
+            if instance is not None:
+                instance.stop()
+            reason = " ".join(str(exc).split())[:500]
+            log.warning("endpoint %s: cold start of %s failed: %s", deployment.endpoint, fleet.spec.name, reason)
+            with self._lock:
+                fleet.starting = False
+            return
+        took = self._clock() - started
+        with self._lock:
+            if self.live.get(deployment.endpoint) is not deployment:  # deleted or replaced meanwhile
+                fleet.starting = False
+                gone = True
+            else:
+                gone = False
+                fleet.instances = [instance]
+                fleet.cold = fleet.starting = False
+                fleet.warm_since = self._wall()
+                fleet.cold_starts += 1
+                fleet.last_cold_start_s = took
+        if gone:
+            instance.stop()
+            return
+        log.info(
+            "endpoint %s: serverless variant %s cold start took %.2f s", deployment.endpoint, fleet.spec.name, took
+        )
+        self._write_routes()
+        self._write_fleet()
 
     # --- health -----------------------------------------------------------------------------------------------
 
@@ -696,6 +807,8 @@ class Reconciler:
                     FleetRoute(update.green.config_name, share, _variant_routes(update.green))
                     if update is not None and share > 0
                     else None,
+                    _shadow_routes(deployment),
+                    deployment.async_config.describe() if deployment.async_config else None,
                 )
         save_routes(self._state_dir / ROUTES_FILE, routes)
 
@@ -709,6 +822,8 @@ class Reconciler:
                     "mode": self._launcher.mode,
                     "variants": self._variants(d),
                 }
+                if d.async_config is not None:
+                    entry["async"] = d.async_config.describe()
                 update = self.updates.get(name)
                 if update is not None:
                     entry["update"] = {
@@ -744,6 +859,21 @@ class Reconciler:
                 "desired": f.desired,
                 "restarts": f.restarts,
                 "instances": [{**i.describe(), "alive": i.alive()} for i in f.instances],
+                "shadow": f.spec.shadow,
+                **(
+                    {
+                        "serverless": {
+                            "memory_mb": f.spec.serverless.memory_mb,
+                            "max_concurrency": f.spec.serverless.max_concurrency,
+                            "state": f.state(),
+                            "cold_starts": f.cold_starts,
+                            "last_cold_start_s": f.last_cold_start_s,
+                            "scaled_to_zero": f.scaled_to_zero,
+                        }
+                    }
+                    if f.spec.serverless is not None
+                    else {}
+                ),
             }
             for f in d.variants
         ]
@@ -764,33 +894,63 @@ def _retained(live: Deployment) -> dict[str, tuple[int, float]]:
     return {f.spec.name: (len(f.instances), f.weight) for f in live.variants}
 
 
-def _variant_routes(deployment: Deployment) -> tuple[VariantRoute, ...]:
-    return tuple(
-        VariantRoute(
-            f.spec.name,
-            f.weight,
-            tuple(i.url for i in f.instances if i.alive()),
-            str(getattr(f.instances[0], "log_path", "")) if f.instances else "",
-        )
-        for f in deployment.variants
+def _route(fleet: VariantFleet, weight: float) -> VariantRoute:
+    spec = fleet.spec
+    return VariantRoute(
+        spec.name,
+        weight,
+        tuple(i.url for i in fleet.instances if i.alive()),
+        str(getattr(fleet.instances[0], "log_path", "")) if fleet.instances else "",
+        spec.serverless.max_concurrency if spec.serverless else None,
+        fleet.cold,
+        float(spec.startup_timeout_s),
     )
 
 
-def _variant_status(deployment: Deployment) -> list[dict[str, Any]]:
+def _variant_routes(deployment: Deployment) -> tuple[VariantRoute, ...]:
+    return tuple(_route(f, f.weight) for f in deployment.production)
+
+
+def _shadow_routes(deployment: Deployment) -> tuple[VariantRoute, ...]:
+    """Each shadow's share of production's requests: its weight relative to the (one) production variant's, the
+    sampling a shadow test's SamplingPercentage sets (CreateInferenceExperiment, ShadowModelVariantConfig)."""
+    production = deployment.production
+    base = production[0].weight if production else 0.0
+    return tuple(_route(f, min(1.0, f.weight / base) if base > 0 else 0.0) for f in deployment.shadows)
+
+
+def _variant_status(fleets: list[VariantFleet]) -> list[dict[str, Any]]:
+    """DescribeEndpoint's ProductionVariantSummary of each fleet (a serverless one has its ServerlessConfig, no
+    instance count)."""
     now = _now()
-    return [
-        {
+    described = []
+    for f in fleets:
+        summary: dict[str, Any] = {
             "VariantName": f.spec.name,
             "CurrentWeight": f.weight,
             "DesiredWeight": f.weight,
-            "CurrentInstanceCount": len(f.instances),
-            "DesiredInstanceCount": f.desired,
-            "DeployedImages": [
-                {"SpecifiedImage": f.spec.image, "ResolvedImage": f.resolved_image, "ResolutionTime": now}
-            ],
         }
-        for f in deployment.variants
-    ]
+        if f.spec.serverless is not None:
+            config = {
+                "MemorySizeInMB": f.spec.serverless.memory_mb,
+                "MaxConcurrency": f.spec.serverless.max_concurrency,
+            }
+            summary["CurrentServerlessConfig"] = summary["DesiredServerlessConfig"] = config
+        else:
+            summary["CurrentInstanceCount"] = len(f.instances)
+            summary["DesiredInstanceCount"] = f.desired
+        summary["DeployedImages"] = [
+            {"SpecifiedImage": f.spec.image, "ResolvedImage": f.resolved_image, "ResolutionTime": now}
+        ]
+        described.append(summary)
+    return described
+
+
+def _describe_serving(endpoint: Any, deployment: Deployment) -> None:
+    """What DescribeEndpoint says of the fleet that serves: its variants, shadow variants and async config."""
+    endpoint.production_variants = _variant_status(deployment.production)
+    endpoint.shadow_production_variants = _variant_status(deployment.shadows) or None
+    endpoint.async_inference_config = deployment.async_config.describe() if deployment.async_config else None
 
 
 def _now() -> datetime.datetime:

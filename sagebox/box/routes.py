@@ -4,6 +4,11 @@ The control plane writes it (atomically) whenever an endpoint starts serving, ch
 gateway re-reads it when the file changes. Only endpoints that serve are in it. During a blue/green update an
 endpoint has two fleets: the one that serves (`variants`, of endpoint config `config`) and the new one
 (`new_fleet`), which takes `new_fleet.share` of the traffic as the deployment policy shifts it.
+
+An endpoint may also have shadow variants (`shadows`: each gets a copy of the sampled share of requests its
+`weight` says, 0-1), serverless variants (`max_concurrency` set; `cold` when scaled to zero: no URL until the
+control plane has started an instance again) and an asynchronous config (`async_config`, AsyncInferenceConfig as
+DescribeEndpoint gives it).
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from typing import Any
 @dataclass(frozen=True)
 class VariantRoute:
     name: str
-    weight: float
+    weight: float  # a production variant's weight; a shadow's sampled share of production's requests (0-1)
     urls: tuple[str, ...]  # base URLs of the variant's healthy instances, e.g. http://127.0.0.1:8123
     log_path: str = ""
+    max_concurrency: int | None = None  # serverless: invocations served at once; more are throttled
+    cold: bool = False  # serverless, scaled to zero: a request waits while the control plane starts an instance
+    startup_timeout_s: float = 600.0  # how long a request waits for a cold start
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,8 @@ class Route:
     variants: tuple[VariantRoute, ...]
     config: str = ""  # the endpoint config of `variants` ("" when unknown)
     new_fleet: FleetRoute | None = None
+    shadows: tuple[VariantRoute, ...] = ()
+    async_config: dict[str, Any] | None = None
 
     def variant(self, name: str) -> VariantRoute | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -54,7 +64,18 @@ class Route:
 
 
 def _variants(raw: list[dict[str, Any]]) -> tuple[VariantRoute, ...]:
-    return tuple(VariantRoute(v["name"], float(v["weight"]), tuple(v["urls"]), v.get("log_path", "")) for v in raw)
+    return tuple(
+        VariantRoute(
+            v["name"],
+            float(v["weight"]),
+            tuple(v["urls"]),
+            v.get("log_path", ""),
+            int(v["max_concurrency"]) if v.get("max_concurrency") else None,
+            bool(v.get("cold", False)),
+            float(v.get("startup_timeout_s", 600.0)),
+        )
+        for v in raw
+    )
 
 
 def load_routes(path: Path) -> dict[str, Route]:
@@ -69,6 +90,8 @@ def load_routes(path: Path) -> dict[str, Route]:
             _variants(entry["variants"]),
             entry.get("config", ""),
             FleetRoute(new["config"], float(new["share"]), _variants(new["variants"])) if new else None,
+            _variants(entry.get("shadows", [])),
+            entry.get("async_config"),
         )
     return routes
 
@@ -100,3 +123,8 @@ class RouteTable:
             self._routes = load_routes(self.path) if stamp else {}
             self._stamp = stamp
         return self._routes.get(endpoint)
+
+    def all(self) -> dict[str, Route]:
+        """Every route of the table as last read (re-read when the file changed)."""
+        self.get("")
+        return dict(self._routes)

@@ -1,7 +1,9 @@
 """What an endpoint should be running, read from the embedded SageMaker: endpoint -> config -> variants -> models.
 
 This is SageMaker's own data model, as `DescribeEndpoint`, `DescribeEndpointConfig` and `DescribeModel` give it;
-the control plane deploys exactly this, whoever created it (cdk, boto3, the SageMaker SDK, Terraform).
+the control plane deploys exactly this, whoever created it (cdk, boto3, the SageMaker SDK, Terraform): production
+variants (weighted), shadow variants (ShadowProductionVariants), serverless variants (ServerlessConfig) and an
+endpoint's AsyncInferenceConfig.
 """
 
 from __future__ import annotations
@@ -22,6 +24,59 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
+class Serverless:
+    """A serverless variant's ServerlessConfig: its memory (a container's memory limit) and how many invocations
+    it serves at once (more are throttled)."""
+
+    memory_mb: int
+    max_concurrency: int
+
+
+@dataclass(frozen=True)
+class AsyncConfig:
+    """AsyncInferenceConfig: where answers (`<inference id>.out`) and failures (`<inference id>-error.out`) go, the
+    SNS topics that hear of them, and how many requests one instance takes at once (None: SageMaker chooses)."""
+
+    output_path: str
+    failure_path: str | None = None
+    success_topic: str | None = None
+    error_topic: str | None = None
+    max_concurrent_per_instance: int | None = None
+    include_response_in: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> AsyncConfig:
+        output = dict(raw.get("OutputConfig") or {})
+        notify = dict(output.get("NotificationConfig") or {})
+        client = dict(raw.get("ClientConfig") or {})
+        path = output.get("S3OutputPath") or output.get("S3FailurePath")
+        if not path:
+            raise SpecError("AsyncInferenceConfig.OutputConfig names no S3OutputPath")
+        per_instance = client.get("MaxConcurrentInvocationsPerInstance")
+        return cls(
+            output_path=str(path).rstrip("/"),
+            failure_path=str(output["S3FailurePath"]).rstrip("/") if output.get("S3FailurePath") else None,
+            success_topic=notify.get("SuccessTopic") or None,
+            error_topic=notify.get("ErrorTopic") or None,
+            max_concurrent_per_instance=int(per_instance) if per_instance else None,
+            include_response_in=tuple(str(t) for t in notify.get("IncludeInferenceResponseIn") or ()),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """As DescribeEndpoint/DescribeEndpointConfig answer it."""
+        output: dict[str, Any] = {"S3OutputPath": self.output_path}
+        if self.failure_path:
+            output["S3FailurePath"] = self.failure_path
+        notify = {k: v for k, v in (("SuccessTopic", self.success_topic), ("ErrorTopic", self.error_topic)) if v}
+        if notify:
+            output["NotificationConfig"] = notify
+        described: dict[str, Any] = {"OutputConfig": output}
+        if self.max_concurrent_per_instance:
+            described["ClientConfig"] = {"MaxConcurrentInvocationsPerInstance": self.max_concurrent_per_instance}
+        return described
+
+
+@dataclass(frozen=True)
 class VariantSpec:
     name: str
     model_name: str
@@ -32,10 +87,19 @@ class VariantSpec:
     instance_count: int
     weight: float
     startup_timeout_s: int
+    shadow: bool = False  # a ShadowProductionVariant: gets copies of production's requests, answers nobody
+    serverless: Serverless | None = None
 
     def key(self) -> tuple[Any, ...]:
         """What makes two variants the same deployment (a change here means new instances)."""
-        return (self.name, self.image, self.model_data_url, tuple(sorted(self.environment.items())))
+        return (
+            self.name,
+            self.image,
+            self.model_data_url,
+            tuple(sorted(self.environment.items())),
+            self.shadow,
+            self.serverless,
+        )
 
 
 @dataclass(frozen=True)
@@ -58,9 +122,18 @@ class EndpointSpec:
     retain_variant_properties: bool = False  # the pending update keeps the running instance counts and weights
     desired: tuple[Capacity, ...] = ()
     update_pending: bool = False  # UpdateEndpoint was called (even to the config that serves: a redeploy)
+    async_config: AsyncConfig | None = None
+
+    @property
+    def production(self) -> tuple[VariantSpec, ...]:
+        return tuple(v for v in self.variants if not v.shadow)
+
+    @property
+    def shadows(self) -> tuple[VariantSpec, ...]:
+        return tuple(v for v in self.variants if v.shadow)
 
 
-def variant_spec(variant: Mapping[str, Any], model: Mapping[str, Any]) -> VariantSpec:
+def variant_spec(variant: Mapping[str, Any], model: Mapping[str, Any], shadow: bool = False) -> VariantSpec:
     container = dict(model.get("PrimaryContainer") or {})
     if not container and model.get("Containers"):
         containers = list(model["Containers"])
@@ -72,8 +145,7 @@ def variant_spec(variant: Mapping[str, Any], model: Mapping[str, Any]) -> Varian
     image = container.get("Image")
     if not image:
         raise SpecError(f"model {model.get('ModelName')} names no container image")
-    if variant.get("ServerlessConfig"):
-        raise SpecError(f"variant {variant['VariantName']}: serverless variants are not served by the box yet")
+    serverless = variant.get("ServerlessConfig")
     return VariantSpec(
         name=str(variant["VariantName"]),
         model_name=str(variant["ModelName"]),
@@ -84,6 +156,10 @@ def variant_spec(variant: Mapping[str, Any], model: Mapping[str, Any]) -> Varian
         instance_count=max(1, int(variant.get("InitialInstanceCount") or 1)),
         weight=float(variant.get("InitialVariantWeight", 1.0) or 0.0),
         startup_timeout_s=int(variant.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S),
+        shadow=shadow,
+        serverless=(
+            Serverless(int(serverless["MemorySizeInMB"]), int(serverless["MaxConcurrency"])) if serverless else None
+        ),
     )
 
 
@@ -114,6 +190,10 @@ def read_endpoints(backend: Any) -> dict[str, EndpointSpec | SpecError]:
             for variant in config["ProductionVariants"]:
                 model = backend.describe_model(variant["ModelName"]).response_object
                 variants.append(variant_spec(variant, model))
+            for variant in config.get("ShadowProductionVariants") or []:
+                model = backend.describe_model(variant["ModelName"]).response_object
+                variants.append(variant_spec(variant, model, shadow=True))
+            raw_async = config.get("AsyncInferenceConfig")
             update = getattr(endpoint, "box_update", None)
             found[name] = EndpointSpec(
                 name,
@@ -125,6 +205,7 @@ def read_endpoints(backend: Any) -> dict[str, EndpointSpec | SpecError]:
                 retain_variant_properties=bool(pending and update is not None and update.retain_variant_properties),
                 desired=_desired(endpoint),
                 update_pending=bool(pending),
+                async_config=AsyncConfig.of(raw_async) if raw_async else None,
             )
         except SpecError as exc:
             found[name] = exc

@@ -23,6 +23,7 @@ COMMANDS = (
     "invoke",
     "bench",
     "box",
+    "shadow",
     "infra",
     "containers",
 )

@@ -21,6 +21,13 @@
 6. `UpdateEndpointWeightsAndCapacities`: moto set the current weights and counts at once and stayed InService;
    here it sets the desired ones, the endpoint turns `Updating`, and the control plane starts or stops instances
    (autoscaling calls it too) before `CurrentInstanceCount`/`CurrentWeight` follow and it is `InService` again.
+7. Endpoint types: moto dropped `ShadowProductionVariants` (from the API and from templates) and checked nothing of
+   serverless and asynchronous configs but the memory size. Here endpoint configs keep their shadow variants and
+   are refused as SageMaker refuses them: a shadow needs exactly one production and one shadow variant and no
+   serverless or async config; a serverless variant's MaxConcurrency is 1-200, it names no instance type, is the
+   only variant and captures no data; an AsyncInferenceConfig needs an OutputConfig with an S3 path and no
+   serverless variant. DescribeEndpoint reports `ShadowProductionVariants` and `AsyncInferenceConfig` once the
+   endpoint serves.
 
 `changed` is called (from moto's request threads) whenever an endpoint is created, updated or deleted, so the
 reconciler need not wait for its next poll.
@@ -123,6 +130,8 @@ def endpoint_lifecycle() -> None:
         fields: Any = self  # SageMaker's fields moto lacks (None: not described)
         fields.pending_deployment_summary = None
         fields.last_deployment_config = None
+        fields.shadow_production_variants = None
+        fields.async_inference_config = None
         fields.box_update = None
 
     FakeEndpoint.__init__ = __init__  # type: ignore[method-assign]
@@ -160,6 +169,122 @@ def endpoint_lifecycle() -> None:
     SageMakerResponse.update_endpoint = _update_endpoint_response  # type: ignore[attr-defined]
     FakeEndpoint.gen_response_object = gen_response_object  # type: ignore[method-assign,assignment]
     FakeEndpoint.update_from_cloudformation_json = classmethod(_update_from_cloudformation)  # type: ignore[method-assign,assignment]
+
+
+def endpoint_config_features() -> None:
+    """Shadow variants kept, serverless and async configs checked, from the API and from templates (idempotent)."""
+    if not _once("endpoint-config-features"):
+        return
+    original_create = SageMakerModelBackend.create_endpoint_config
+
+    def create_endpoint_config(
+        self: SageMakerModelBackend,
+        endpoint_config_name: str,
+        production_variants: list[dict[str, Any]],
+        data_capture_config: dict[str, Any],
+        async_inference_config: dict[str, Any],
+        tags: list[dict[str, str]],
+        kms_key_id: str,
+        shadow_production_variants: list[dict[str, Any]] | None = None,
+    ) -> FakeEndpointConfig:
+        shadows = list(shadow_production_variants or [])
+        check_endpoint_config(production_variants or [], shadows, async_inference_config, data_capture_config)
+        self.validate_production_variants(shadows)  # their models exist
+        config = original_create(
+            self,
+            endpoint_config_name=endpoint_config_name,
+            production_variants=production_variants,
+            data_capture_config=data_capture_config,
+            async_inference_config=async_inference_config,
+            tags=tags,
+            kms_key_id=kms_key_id,
+        )
+        config.validate_production_variants(shadows)  # their instance types
+        fields: Any = config
+        fields.shadow_production_variants = shadows or None
+        return config
+
+    def _create_response(self: SageMakerResponse) -> ActionResult:
+        config = self.sagemaker_backend.create_endpoint_config(  # type: ignore[call-arg]
+            endpoint_config_name=self._get_param("EndpointConfigName"),
+            async_inference_config=self._get_param("AsyncInferenceConfig"),
+            production_variants=self._get_param("ProductionVariants"),
+            data_capture_config=self._get_param("DataCaptureConfig"),
+            tags=self._get_param("Tags"),
+            kms_key_id=self._get_param("KmsKeyId"),
+            shadow_production_variants=self._get_param("ShadowProductionVariants"),
+        )
+        return ActionResult({"EndpointConfigArn": config.endpoint_config_arn})
+
+    def _from_template(
+        cls: type[FakeEndpointConfig],
+        resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> FakeEndpointConfig:
+        properties = cloudformation_json["Properties"]
+        return sagemaker_backends[account_id][region_name].create_endpoint_config(  # type: ignore[call-arg]
+            endpoint_config_name=resource_name,
+            production_variants=properties["ProductionVariants"],
+            data_capture_config=properties.get("DataCaptureConfig", {}),
+            async_inference_config=properties.get("AsyncInferenceConfig", {}),
+            kms_key_id=properties.get("KmsKeyId"),
+            tags=properties.get("Tags", []),
+            shadow_production_variants=properties.get("ShadowProductionVariants"),
+        )
+
+    SageMakerModelBackend.create_endpoint_config = create_endpoint_config  # type: ignore[method-assign]
+    SageMakerResponse.create_endpoint_config = _create_response  # type: ignore[method-assign]
+    FakeEndpointConfig.create_from_cloudformation_json = classmethod(_from_template)  # type: ignore[method-assign,assignment]
+
+
+def check_endpoint_config(
+    production: list[dict[str, Any]],
+    shadows: list[dict[str, Any]],
+    async_config: dict[str, Any] | None,
+    capture: dict[str, Any] | None,
+) -> None:
+    """SageMaker's rules for the endpoint types, as ValidationErrors (CreateEndpointConfig's API reference;
+    https://docs.aws.amazon.com/sagemaker/latest/dg/serverless-endpoints.html feature exclusions;
+    https://docs.aws.amazon.com/sagemaker/latest/dg/shadow-tests-exclusions.html)."""
+    serverless = [v for v in production + shadows if v.get("ServerlessConfig")]
+    for variant in serverless:
+        config = variant["ServerlessConfig"]
+        concurrency = config.get("MaxConcurrency")
+        if concurrency is None or not 1 <= int(concurrency) <= 200:
+            raise ValidationError(
+                message=f"Value '{concurrency}' at 'MaxConcurrency' failed to satisfy constraint: Member must have "
+                "value between 1 and 200"
+            )
+        if variant.get("InstanceType") or variant.get("InitialInstanceCount"):
+            raise ValidationError(
+                message=f"Variant {variant.get('VariantName')} sets ServerlessConfig and an instance type or count; "
+                "a serverless variant has neither"
+            )
+    if serverless and len(production) > 1:
+        raise ValidationError(message="A serverless endpoint config supports one production variant only")
+    if serverless and capture and capture.get("EnableCapture") not in (None, False, "false"):
+        raise ValidationError(message="Data capture is not supported for serverless endpoints")
+    if shadows:
+        if len(production) != 1 or len(shadows) != 1:
+            raise ValidationError(
+                message="An endpoint config with ShadowProductionVariants must have exactly one production variant "
+                "and one shadow variant"
+            )
+        if serverless or async_config:
+            kind = "serverless" if serverless else "asynchronous inference"
+            raise ValidationError(message=f"Shadow variants are not supported for {kind} endpoints")
+    if async_config:
+        output = async_config.get("OutputConfig") or {}
+        if not (output.get("S3OutputPath") or output.get("S3FailurePath")):
+            raise ValidationError(message="AsyncInferenceConfig.OutputConfig must name an S3OutputPath")
+        if serverless:
+            raise ValidationError(message="Asynchronous inference is not supported for serverless endpoints")
+    names = [str(v.get("VariantName")) for v in production + shadows]
+    if len(set(names)) != len(names):
+        raise ValidationError(message="Variant names must be unique within an endpoint config")
 
 
 def omit_empty_objects() -> None:
