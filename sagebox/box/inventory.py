@@ -15,12 +15,21 @@ STACK_PREFIX = "sagebox-"
 
 @dataclass(frozen=True)
 class VariantView:
-    """One production variant as DescribeEndpoint reports it (what serves, not an update's new fleet)."""
+    """One production (or shadow) variant as DescribeEndpoint reports it (what serves, not an update's new fleet)."""
 
     name: str
     weight: float
-    instances: int  # CurrentInstanceCount
+    instances: int  # CurrentInstanceCount (a serverless variant: the instances the box runs now, 0 or 1)
     desired: int  # DesiredInstanceCount
+    shadow: bool = False
+    serverless: str = ""  # e.g. "2048 MB, max 5 at once: cold" (a serverless variant's config and state)
+
+    def describe(self) -> str:
+        """What `sagebox status` shows in its variants column."""
+        if self.serverless:
+            return f"{self.name} {self.weight:g}, serverless {self.serverless}"
+        head = f"{self.name} (shadow)" if self.shadow else f"{self.name} {self.weight:g}"
+        return f"{head}, {self.instances}" + (f" -> {self.desired}" if self.desired != self.instances else "")
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,10 @@ class BoxEndpoint:
     rollbacks: int = 0  # updates rolled back by their alarms since the box started
     last_update: str = ""  # how the last update ended (completed, rolled back, failed) and why
     scaling: str = ""  # the last instance count change (autoscaling or UpdateEndpointWeightsAndCapacities)
+    kind: str = "real-time"  # "serverless" or "async" for those endpoint types
+    serverless: str = ""  # cold starts of a serverless endpoint: how many, the last one's length
+    asynchronous: str = ""  # where an asynchronous endpoint writes its answers and failures
+    shadow: str = ""  # where the gateway records a shadow's answers (read by `sagebox shadow-report`)
 
 
 def _variant_of(model_dir: str | None) -> str:
@@ -68,6 +81,7 @@ def list_endpoints(state: BoxState, state_dir: Path, sagemaker: Any) -> dict[str
             variants = []
         entry = fleet.get(name, {})
         running = entry.get("variants", [])
+        by_name = {str(v.get("name")): v for v in running}
         instances = [i for v in running for i in v.get("instances", [])]
         target = name.removeprefix(STACK_PREFIX) if name.startswith(STACK_PREFIX) else name
         found[target] = BoxEndpoint(
@@ -84,13 +98,12 @@ def list_endpoints(state: BoxState, state_dir: Path, sagemaker: Any) -> dict[str
             images=tuple(sorted({v.get("image", "") for v in running})),
             model_dir=str(running[0].get("model_dir", "")) if running else "",
             variants=tuple(
-                VariantView(
-                    str(v.get("VariantName", "?")),
-                    float(v.get("CurrentWeight", 1.0)),
-                    int(v.get("CurrentInstanceCount", 0)),
-                    int(v.get("DesiredInstanceCount", v.get("CurrentInstanceCount", 0))),
-                )
+                _variant_view(v, by_name.get(str(v.get("VariantName"))), shadow=False)
                 for v in described.get("ProductionVariants", [])
+            )
+            + tuple(
+                _variant_view(v, by_name.get(str(v.get("VariantName"))), shadow=True)
+                for v in described.get("ShadowProductionVariants") or []
             ),
             update=_update_text(described, entry),
             retiring=", ".join(
@@ -99,8 +112,64 @@ def list_endpoints(state: BoxState, state_dir: Path, sagemaker: Any) -> dict[str
             rollbacks=int(entry.get("rollbacks", 0)),
             last_update=_last_update_text(entry.get("last_update")),
             scaling=_scaling_text(entry.get("scaling") or []),
+            kind="serverless"
+            if any(v.get("serverless") for v in running)
+            else "async"
+            if entry.get("async")
+            else "real-time",
+            serverless=_serverless_text(running),
+            asynchronous=_async_text(entry.get("async")),
+            shadow=(
+                f"{', '.join(str(v.get('name')) for v in running if v.get('shadow'))} gets copies of requests: "
+                f"`sagebox shadow-report {name}`"
+                if any(v.get("shadow") for v in running)
+                else ""
+            ),
         )
     return found
+
+
+def _variant_view(described: dict[str, Any], running: dict[str, Any] | None, shadow: bool) -> VariantView:
+    running = running or {}
+    config = running.get("serverless") or {}
+    instances = int(described.get("CurrentInstanceCount", len(running.get("instances", []))))
+    serverless = (
+        f"{config.get('memory_mb')} MB, max {config.get('max_concurrency')} at once: {config.get('state', '?')}"
+        if config
+        else ""
+    )
+    return VariantView(
+        str(described.get("VariantName", "?")),
+        float(described.get("CurrentWeight", 1.0)),
+        instances,
+        int(described.get("DesiredInstanceCount", instances)),
+        shadow,
+        serverless,
+    )
+
+
+def _serverless_text(running: list[dict[str, Any]]) -> str:
+    parts = []
+    for variant in running:
+        config = variant.get("serverless")
+        if not config:
+            continue
+        last = config.get("last_cold_start_s")
+        cold = f"{config.get('cold_starts', 0)} cold start(s)" + (f", the last {float(last):.1f} s" if last else "")
+        zero = f"scaled to zero {config.get('scaled_to_zero', 0)} time(s)"
+        parts.append(f"{variant.get('name')} {config.get('state', '?')}: {cold}, {zero}")
+    return "; ".join(parts)
+
+
+def _async_text(config: dict[str, Any] | None) -> str:
+    if not config:
+        return ""
+    output = config.get("OutputConfig") or {}
+    text = f"answers to {output.get('S3OutputPath', '?')}"
+    if output.get("S3FailurePath"):
+        text += f", failures to {output['S3FailurePath']}"
+    topics = [t for t in (output.get("NotificationConfig") or {}).values() if isinstance(t, str)]
+    return text + (f", notifies {', '.join(topics)}" if topics else "")
 
 
 def _update_text(described: dict[str, Any], entry: dict[str, Any]) -> str:

@@ -179,10 +179,7 @@ def _print_status(console: Console) -> None:
         shown = e.failure_reason and (e.status == "Failed" or not e.last_update)
         status = f"{e.status}: {e.failure_reason[:80]}" if shown else e.status
         alive = f" ({e.alive} alive)" if e.instances and e.alive != e.instances else ""
-        variants = "\n".join(
-            f"{v.name} {v.weight:g}, {v.instances}" + (f" -> {v.desired}" if v.desired != v.instances else "")
-            for v in e.variants
-        )
+        variants = "\n".join(v.describe() for v in e.variants)
         table.add_row(
             e.target,
             e.endpoint_name,
@@ -199,6 +196,9 @@ def _print_status(console: Console) -> None:
             ("old fleet", e.retiring),
             ("last update", e.last_update),
             ("scaled", e.scaling),
+            ("serverless", e.serverless),
+            ("async", e.asynchronous),
+            ("shadow", e.shadow),
         ):
             if text:
                 notes.append(f"{e.endpoint_name}: {label} {text}")

@@ -6,10 +6,12 @@ infra/README.md).
    `resource-id|dimension|namespace`, which a policy's ScalingTargetId names), updated and deleted with their stack.
 2. Policies run: moto stores them and never scales. The box's control plane runs every target tracking policy on
    a SageMaker variant's `SageMakerVariantInvocationsPerInstance` (`Autoscaler`, with sagebox.box.autoscaling) on
-   the invocations the gateway measured, and changes the variant's instance count as Application Auto Scaling
-   does: through UpdateEndpointWeightsAndCapacities, after which the control plane starts or stops instances and
-   DescribeEndpoint reports the new count. Each scaling is logged (the embedded AWS's log) and kept in
-   `activities` for `sagebox status`.
+   the invocations the gateway measured, or on a customized metric such as an asynchronous endpoint's
+   `ApproximateBacklogSizePerInstance` (AWS's async autoscaling example:
+   https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-autoscale.html), and changes the variant's
+   instance count as Application Auto Scaling does: through UpdateEndpointWeightsAndCapacities, after which the
+   control plane starts or stops instances and DescribeEndpoint reports the new count. Each scaling is logged (the
+   embedded AWS's log) and kept in `activities` for `sagebox status`.
 """
 
 from __future__ import annotations
@@ -179,6 +181,23 @@ def apply() -> None:
     cloudwatch._refresh_cloudformation_models()
 
 
+def tracked_metric(config: Any, endpoint: str, variant: str) -> tuple[str, str, list[dict[str, str]], str]:
+    """(namespace, metric, dimensions, statistic) a target tracking policy follows: the predefined invocations per
+    instance of the variant (a per-minute Sum), or its CustomizedMetricSpecification (e.g. an asynchronous
+    endpoint's ApproximateBacklogSizePerInstance, Average, dimension EndpointName)."""
+    custom = config.get("CustomizedMetricSpecification") or {}
+    if custom.get("MetricName"):
+        dims = [{"Name": str(d["Name"]), "Value": str(d["Value"])} for d in custom.get("Dimensions") or []]
+        return (
+            str(custom.get("Namespace", NAMESPACE)),
+            str(custom["MetricName"]),
+            dims,
+            str(custom.get("Statistic", "Average")),
+        )
+    dims = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}]
+    return NAMESPACE, "InvocationsPerInstance", dims, "Sum"
+
+
 @dataclass
 class Watch:
     """One target tracking policy being run: since when (box time), its history, and what it did last."""
@@ -225,7 +244,10 @@ class Autoscaler:
                 continue
             config = policy.target_tracking_scaling_policy_configuration or {}
             metric = (config.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
-            if policy.policy_type != "TargetTrackingScaling" or metric != policy_logic.PREDEFINED_METRIC:
+            custom = config.get("CustomizedMetricSpecification") or {}
+            if policy.policy_type != "TargetTrackingScaling" or (
+                metric != policy_logic.PREDEFINED_METRIC and not custom.get("MetricName")
+            ):
                 continue
             target = backend.targets.get(SAGEMAKER_DIMENSION, {}).get(policy.resource_id)
             parts = str(policy.resource_id).split("/")
@@ -277,9 +299,9 @@ class Autoscaler:
         ]
         minutes: tuple[float | None, ...] = ()
         if starts:
-            dims = [{"Name": "EndpointName", "Value": endpoint_name}, {"Name": "VariantName", "Value": variant}]
-            data = cloudwatch.points(metrics, NAMESPACE, "InvocationsPerInstance", dims, starts[0])
-            minutes = datapoints(data, "Sum", starts, minute)
+            namespace, name, dims, statistic = tracked_metric(config, endpoint_name, variant)
+            data = cloudwatch.points(metrics, namespace, name, dims, starts[0])
+            minutes = datapoints(data, statistic, starts, minute)
         decision = policy_logic.decide(tracking, bounds, capacity, minutes, now / self._scale, watch.history)
         if decision is None:
             return

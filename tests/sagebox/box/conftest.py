@@ -1,5 +1,6 @@
 """A second embedded AWS for the deployment tests: box time scaled by SAGEBOX_BOX_TIME_SCALE (as a user sets it for
-`sagebox up`), with a good, a failing and a slow model uploaded (tests/sagebox/box/guardrail_models.py)."""
+`sagebox up`), with a good, a failing, a slow, a slower and an other-answering model uploaded
+(tests/sagebox/box/guardrail_models.py); the gateway's weighted choices are seeded (SAGEBOX_GATEWAY_SEED)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from tests.conftest import EmbeddedAws, minilm_tokenizer_path
 
 SCALE = 0.01  # a box minute lasts 0.6 s, a 900 s bake 9 s
-BEHAVIOURS = ("good", "fail", "slow")
+BEHAVIOURS = ("good", "fail", "slow", "slower", "other")
+GATEWAY_SEED = 16
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class ScaledBox:
 def scaled_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaledBox]:
     from sagebox.box import processes
     from sagebox.box.embedded_aws.config import TIME_SCALE_ENV
+    from sagebox.box.runtime_gateway import SEED_ENV
     from sagebox.box.state import BoxState
     from sagebox.box.up import start_embedded_aws, start_gateway
     from sagebox.pipeline.package import package_model_dir
@@ -57,6 +60,7 @@ def scaled_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaledBox]:
     try:
         with pytest.MonkeyPatch.context() as env:
             env.setenv(TIME_SCALE_ENV, str(SCALE))
+            env.setenv(SEED_ENV, str(GATEWAY_SEED))
             start_embedded_aws(state, state_dir)
             start_gateway(state, state_dir)
         box = ScaledBox(

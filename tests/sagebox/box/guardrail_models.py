@@ -1,4 +1,5 @@
-"""Servable model directories for deployment tests: a good one, one that answers 500, one that is slow.
+"""Servable model directories for deployment tests: a good one, one that answers 500, one that is slow, one that
+is slower still, and one that answers differently from the good one (other weights: a shadow candidate).
 
 Each is a real model directory (manifest, TorchScript graph, tokenizer) that loads and passes the serving
 container's warm-up: the warm-up feeds the word "warm" (container/qa.py, `filler_feature`), and the graph
@@ -20,16 +21,18 @@ from torch import nn
 from container.manifest import SourceSpec
 from sagebox.pipeline.artifact import staged_dir, write_manifest
 
-Behaviour = Literal["good", "fail", "slow"]
+Behaviour = Literal["good", "fail", "slow", "slower", "other"]
 WARM_WORD = "warm"
 # ~0.25 s per model call at ~16 us per step.
 SLOW_STEPS = 15_000
+# ~2 s per model call: long enough that a second request certainly arrives while the first is in flight.
+SLOWER_STEPS = 8 * SLOW_STEPS
 
 
 class GuardedQA(nn.Module):
-    def __init__(self, warm_id: int, mode: int, steps: int) -> None:
+    def __init__(self, warm_id: int, mode: int, steps: int, seed: int = 0) -> None:
         super().__init__()
-        generator = torch.Generator().manual_seed(0)
+        generator = torch.Generator().manual_seed(seed)
         self.weights = nn.Parameter(torch.randn(30522, 2, generator=generator), requires_grad=False)
         self.warm_id = warm_id
         self.mode = mode
@@ -56,8 +59,9 @@ def build_model_dir(out: Path, tokenizer_path: Path, behaviour: Behaviour, steps
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
     warm_id = tokenizer.token_to_id(WARM_WORD)
     assert warm_id is not None
-    mode = {"good": 0, "fail": 1, "slow": 2}[behaviour]
-    module = torch.jit.script(GuardedQA(warm_id, mode, steps).eval())
+    mode = {"good": 0, "fail": 1, "slow": 2, "slower": 2, "other": 0}[behaviour]
+    steps = SLOWER_STEPS if behaviour == "slower" else steps
+    module = torch.jit.script(GuardedQA(warm_id, mode, steps, seed=1 if behaviour == "other" else 0).eval())
     with staged_dir(out) as staging:
         torch.jit.save(module, str(staging / "model.pt"))
         shutil.copyfile(tokenizer_path, staging / "tokenizer.json")

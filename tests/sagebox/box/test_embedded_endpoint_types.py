@@ -183,3 +183,72 @@ def test_templates_keep_their_shadow_variants(sagemaker: Any) -> None:
     assert [(v["VariantName"], v["InitialVariantWeight"]) for v in described["ShadowProductionVariants"]] == [
         ("candidate", 0.25)
     ]
+
+
+def test_target_tracking_on_an_async_backlog_scales_the_variant_out(sagemaker: Any) -> None:
+    """A CustomizedMetricSpecification on ApproximateBacklogSizePerInstance (AWS's async autoscaling example) is run
+    by the box's autoscaler like the predefined invocations metric: 3 minutes above the target scale out."""
+    import datetime
+    import math
+    import time
+
+    from sagebox.box.embedded_aws import autoscaling, cloudwatch
+    from sagebox.box.embedded_aws.autoscaling import Autoscaler, tracked_metric
+
+    cloudwatch.apply()
+    autoscaling.apply()
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="aq", ProductionVariants=[variant("AllTraffic")], AsyncInferenceConfig=ASYNC
+    )
+    sagemaker.create_endpoint(EndpointName="aq", EndpointConfigName="aq")
+    endpoint = backend().endpoints["aq"]
+    endpoint.endpoint_status = "InService"
+    clients = {
+        name: boto3.client(name, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+        for name in ("application-autoscaling", "cloudwatch")
+    }
+    target = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "endpoint/aq/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+    clients["application-autoscaling"].register_scalable_target(**target, MinCapacity=1, MaxCapacity=3)
+    custom = {
+        "MetricName": "ApproximateBacklogSizePerInstance",
+        "Namespace": "AWS/SageMaker",
+        "Dimensions": [{"Name": "EndpointName", "Value": "aq"}],
+        "Statistic": "Average",
+    }
+    clients["application-autoscaling"].put_scaling_policy(
+        PolicyName="aq-backlog",
+        PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration={"TargetValue": 5.0, "CustomizedMetricSpecification": custom},
+        **target,
+    )
+    assert tracked_metric({"CustomizedMetricSpecification": custom}, "aq", "AllTraffic") == (
+        "AWS/SageMaker",
+        "ApproximateBacklogSizePerInstance",
+        [{"Name": "EndpointName", "Value": "aq"}],
+        "Average",
+    )
+    scale, minute = 0.01, 0.6  # a box minute lasts 0.6 s
+    start = math.floor(time.time() / minute) * minute - 20 * minute  # in the past: CloudWatch takes it
+    scaler = Autoscaler(ACCOUNT, REGION, backend, scale)
+    scaler.tick(start)  # the policy starts watching
+    samples = [start + 0.05 + 0.2 * i for i in range(12)]  # four box minutes of a backlog of 12 per instance
+    clients["cloudwatch"].put_metric_data(
+        Namespace="AWS/SageMaker",
+        MetricData=[
+            {
+                "MetricName": "ApproximateBacklogSizePerInstance",
+                "Dimensions": [{"Name": "EndpointName", "Value": "aq"}],
+                "Timestamp": datetime.datetime.fromtimestamp(at, datetime.UTC),
+                "Value": 12.0,
+            }
+            for at in samples
+        ],
+    )
+    scaler.tick(start + 4 * minute)
+    [summary] = endpoint.production_variants
+    assert (summary["DesiredInstanceCount"], endpoint.endpoint_status) == (3, "Updating")  # ceil(1 x 12 / 5), max 3
+    assert [(a.old, a.new) for a in scaler.activities] == [(1, 3)]
