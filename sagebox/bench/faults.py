@@ -7,21 +7,25 @@ embedded AWS dies, measured on real processes.
 1. overload: one serving process (`python -m container serve`, SAGEMAKER_MODEL_SERVER_TIMEOUT short) is first
    measured at its capacity (closed loop, one client: QPS, P50/P99), then driven at 4x that QPS for 20 s (open
    loop: latency counts from each request's scheduled arrival, so client-side queueing is not hidden). Reported:
-   admitted and refused (503) shares, refused-response and admitted latency, the server's RSS before, at peak and
-   after, and the latency of a closed loop right after the overload against the one before (recovery).
+   admitted and refused (503) shares, refused-response and admitted latency, admitted requests the server cut at
+   their deadline (504), the server's RSS before, at peak and after, and the latency of a closed loop right after
+   the overload against the one before (recovery).
 2. sigterm: clients in a closed loop; once the server confirms (its /stats `in_flight`) that it holds every request
    the clients have outstanding, SIGTERM: every one of those requests must be answered, the exit must be clean.
 3. kill: an endpoint in an embedded AWS (process mode) under an open-loop load through boto3's sagemaker-runtime
-   client (botocore retries off, so every error is seen); SIGKILL its serving process; every response is an answer
+   client (botocore retries off, so every error is seen); SIGKILL its serving process while a request is out (the
+   benchmark waits for one); every response is an answer
    or a retryable error (ServiceUnavailable, ModelError with the container's 503, throttling); recovery time is from
    the kill to the first answer to a request sent after it.
 4. restart: `sagebox up` (one target, the model packaged), then SIGKILL of its embedded AWS: `sagebox status` must
    say so, and `sagebox up` again must bring the endpoint back to InService; both `up`s are timed, and the box's
    listening sockets (every process of the box) are recorded: all must be on loopback.
 
-Each request is one question on a long context (the rainforest paragraph repeated, ~2,000 tokens: 7 windows of 384
-tokens), so that with the tiny default model the server, not the Python client sharing its 2 cores, is the
-bottleneck: one short request costs the client about as much CPU as the tiny model's answer.
+An overload or SIGTERM request is one question on a long context (the rainforest paragraph repeated 8 times, ~2,000
+tokens: 8 windows), so that with the tiny default model the server, not the Python client sharing its 2 cores, is
+the bottleneck: on a one-paragraph request the tiny model's call (~1 ms) costs less than tokenizing it, and the
+client's HTTP work is of the same order. The box scenarios send one paragraph, keeping their load well under one
+serving process's capacity.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ OTHER = "other"  # anything else: a fault must never produce one
 # Error codes of InvokeEndpoint that ask the client to retry later (the runtime API's ServiceUnavailable and the
 # throttling codes botocore's standard retry mode treats as transient).
 RETRYABLE_CODES = frozenset({"ServiceUnavailable", "ThrottlingException", "Throttling", "TooManyRequestsException"})
+DEADLINE = "DeadlineExceeded"  # the server's own 504: its SAGEMAKER_MODEL_SERVER_TIMEOUT passed, the work was cut
 # The box's control plane replaces a dead instance; the waits below only guard against a hang.
 HANG_GUARD_S = 300.0
 # A manifest's variant -> the infra/targets.json target `sagebox up` deploys it as (restart scenario).
@@ -108,9 +113,6 @@ def error_message(body: bytes) -> str:
         return ""
     message = parsed.get("message") if isinstance(parsed, dict) else None
     return message.strip() if isinstance(message, str) else ""
-
-
-DEADLINE = "DeadlineExceeded"  # the server's own 504: its SAGEMAKER_MODEL_SERVER_TIMEOUT passed, the work was cut
 
 
 def classify_server(status: int, body: bytes) -> Reply:
