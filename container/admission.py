@@ -27,7 +27,10 @@ EWMA_ALPHA = 0.2
 # at half the first sample (RFC 6298, section 2: RTO = SRTT + K * RTTVAR, beta = 1/4, RTTVAR = R/2 at first).
 # Measured with scripts/bench_faults.py (4x overload for 10 s, timeout 2 s, the tiny model, a 2-core VM shared with
 # other jobs): priced at the mean, 40-96 of ~150-300 admitted requests per run ended in 504; SPREAD 2: 0 and 8;
-# SPREAD 3 and 4: none in two runs each, SPREAD 3 answering more.
+# SPREAD 3 and 4: none in two runs each, SPREAD 3 answering more. The margin decides only whether a request fits
+# behind the queue: whether it is too large for the timeout at all (413) is judged on its expected time, and an idle
+# server takes any request whose expected time fits (a margin must not refuse it for good: nothing else would run to
+# wear the margin away).
 SPREAD = 3.0
 DEVIATION_BETA = 0.25
 
@@ -36,6 +39,10 @@ class CostEstimate(Protocol):
     def seconds(self, bucket: int) -> float:
         """Model time charged for one feature padded to `bucket` tokens: its expected time with a margin for
         jitter (0.0 when nothing is known yet)."""
+        ...
+
+    def expected(self, bucket: int) -> float:
+        """The expected model time of one such feature, without the margin (0.0 when nothing is known yet)."""
         ...
 
     def observe(self, bucket: int, batch: int, seconds: float) -> None:
@@ -83,13 +90,19 @@ class EwmaCost:
             self._per_feature[bucket] = old + self._alpha * (sample - old)
 
     def seconds(self, bucket: int) -> float:
+        return self._priced(bucket, self._spread)
+
+    def expected(self, bucket: int) -> float:
+        return self._priced(bucket, 0.0)
+
+    def _priced(self, bucket: int, spread: float) -> float:
         with self._lock:
             if not self._per_feature:
                 return 0.0
             nearest = bucket
             if bucket not in self._per_feature:
                 nearest = min(self._per_feature, key=lambda b: (abs(b - bucket), b))
-            price = self._per_feature[nearest] + self._spread * self._deviation[nearest]
+            price = self._per_feature[nearest] + spread * self._deviation[nearest]
             return price * bucket / nearest
 
     def snapshot(self) -> dict[int, float]:
@@ -166,18 +179,22 @@ class Admission:
             old = self._seconds_per_char
             self._seconds_per_char = sample if old is None else old + self._alpha * (sample - old)
 
-    def admit(self, costs: Sequence[float], now: float, deadline: float) -> list[Charge]:
-        """Charges for `costs` (one per feature), or Overloaded/TooLarge when they cannot finish by `deadline`."""
+    def admit(self, costs: Sequence[float], now: float, deadline: float, expected: float | None = None) -> list[Charge]:
+        """Charges for `costs` (one per feature, margins included), or Overloaded/TooLarge when they cannot finish by
+        `deadline`. `expected` is the request's model time without margins (default: the sum of `costs`): TooLarge
+        when it exceeds the timeout, and enough to be admitted by an idle server."""
         need = sum(costs)
+        base = need if expected is None else expected
         with self._lock:
             if self.enabled:
-                if need > self.timeout_s:
+                if base > self.timeout_s:
                     self.refused_too_large += 1
                     raise TooLarge(
-                        f"this request needs ~{need:.1f}s of model time, more than the {self.timeout_s:g}s timeout "
+                        f"this request needs ~{base:.1f}s of model time, more than the {self.timeout_s:g}s timeout "
                         "(shorten the context or split the request)"
                     )
-                if now + self._backlog + need > deadline:
+                idle_fit = self._backlog < 1e-9 and now + base <= deadline  # nothing queued (up to rounding)
+                if now + self._backlog + need > deadline and not idle_fit:
                     self.refused_busy += 1
                     raise Overloaded(
                         f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "

@@ -220,7 +220,8 @@ class QAService:
                 "(shorten the context or split the request)"
             )
         costs = [self.cost.seconds(f.bucket) for f in flat]
-        charges = self.admission.admit(costs, self.clock.now(), deadline)
+        expected = sum(self.cost.expected(f.bucket) for f in flat)
+        charges = self.admission.admit(costs, self.clock.now(), deadline, expected)
         self.admission.learn(chars, sum(costs))
         job = _Job(deadline)
         try:

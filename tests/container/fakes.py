@@ -69,6 +69,9 @@ class FixedCost:
     def seconds(self, bucket: int) -> float:
         return self.per_feature
 
+    def expected(self, bucket: int) -> float:
+        return self.per_feature
+
     def observe(self, bucket: int, batch: int, seconds: float) -> None:
         self.observed.append((bucket, batch, seconds))
 

@@ -39,10 +39,30 @@ def test_the_price_adds_spread_mean_deviations_which_steady_calls_wear_away() ->
     mean = 0.4 + 0.25 * (0.2 - 0.4)
     assert cost.seconds(128) == pytest.approx(mean + 3 * deviation)
     assert cost.snapshot() == {128: pytest.approx(mean)}  # /stats shows the mean
+    assert cost.expected(128) == pytest.approx(mean) and cost.expected(256) == pytest.approx(2 * mean)
     jittery = cost.seconds(128)
     for _ in range(60):
         cost.observe(128, 1, mean)
     assert cost.seconds(128) == pytest.approx(mean, abs=1e-6) and cost.seconds(128) < jittery
+
+
+def test_the_margin_decides_only_whether_a_request_fits_behind_the_queue() -> None:
+    admission = Admission(timeout_s=10.0)
+    now = 100.0
+    # Priced at 12 s with its margin, expected 8 s: not too large, and an idle server takes it (refusing it would
+    # refuse it for good: no other call would run to wear the margin away).
+    first = admission.admit([6.0, 6.0], now, now + 10.0, expected=8.0)
+    with pytest.raises(Overloaded):  # behind 12 s of queue it does not fit
+        admission.admit([3.0], now, now + 10.0, expected=2.0)
+    admission.release(first)
+    queued = admission.admit([4.0], now, now + 10.0, expected=3.0)
+    admission.admit([5.0], now, now + 10.0, expected=4.0)  # 4 + 5 fits with margins
+    with pytest.raises(Overloaded):
+        admission.admit([2.0], now, now + 10.0, expected=0.5)  # 9 + 2 does not, though 9 + 0.5 would
+    admission.release(queued)
+    with pytest.raises(TooLarge, match=r"needs ~10\.5s"):
+        admission.admit([1.0], now, now + 10.0, expected=10.5)  # too large is judged on the expected time
+    assert (admission.admitted, admission.refused_busy, admission.refused_too_large) == (3, 2, 1)
 
 
 def test_bad_observations_are_ignored_and_alpha_is_checked() -> None:
