@@ -156,8 +156,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
         f"# Shadow report: {summary['endpoint']}",
         "",
         f"Production {', '.join(variants['production']) or '-'} vs shadow {', '.join(variants['shadow']) or '-'}: "
-        f"{summary['mirrored']} mirrored request(s) of {summary['requests']} ({summary['dropped']} copies dropped "
-        f"while the shadow was saturated); {summary['compared']} with an answer on both sides.",
+        f"{summary['requests']} request(s) sampled for a copy (production served others unrecorded), "
+        f"{summary['mirrored']} mirrored ({summary['dropped']} copies dropped while the shadow was saturated); "
+        f"{summary['compared']} with an answer on both sides.",
         "",
         "| | production | shadow |",
         "|---|---|---|",

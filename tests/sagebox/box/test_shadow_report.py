@@ -75,6 +75,7 @@ def test_the_cli_writes_json_and_markdown_and_says_so(tmp_path: Path, capsys: py
     markdown = (out / "sagebox-c6i-shadow-shadow-report.md").read_text()
     assert "# Shadow report: sagebox-c6i-shadow" in markdown and "answer agreement: 50.0 %" in markdown
     assert "| P50 latency (ms) | 30.0 | 60.0 |" in markdown
+    assert "6 request(s) sampled for a copy (production served others unrecorded), 5 mirrored (1 copies" in markdown
     assert "wrote " in capsys.readouterr().out
 
 
