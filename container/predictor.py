@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from container.env import DEFAULT_MAX_BATCH_TOKENS
-from container.handlers import Handler, HandlerError, RuntimeOptions, close_handler, handler_for
+from container.handlers import Handler, HandlerError, RuntimeOptions, close_handler, handler_for, serve_handler_as
 from container.manifest import Manifest, load_verified, unlisted_files
 from container.qa import Answer, Feature, QAProcessor
 
@@ -162,6 +162,10 @@ class Predictor:
         for (bucket, size), count in sorted(self._calls.items()):
             table.setdefault(str(bucket), {})[str(size)] = count
         return table
+
+    def serve_as(self, uid: int, gid: int) -> None:
+        """Processes the handler runs model code in (tensor-parallel workers) take uid/gid, as the server did."""
+        serve_handler_as(self.handler, uid, gid)
 
     def close(self) -> None:
         """Release what the handler holds beyond memory (worker processes of a tensor-parallel model)."""

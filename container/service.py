@@ -28,7 +28,7 @@ from container.errors import ContainerError
 from container.handlers import HandlerError
 from container.manifest import ManifestError
 from container.predictor import CallObserver, Logits, Predictor, PredictorOptions
-from container.privileges import drop_privileges
+from container.privileges import Identity, drop_privileges
 from container.qa import Answer, Feature
 
 log = logging.getLogger("sagebox.server")
@@ -134,10 +134,20 @@ class QAService:
         if isinstance(outcome, _LoadFailure):
             self.status, self.reason = ModelStatus.FAILED, outcome.reason
         # The model is read (or refused) as whoever started the server; requests are served as the service user.
-        self._drop_privileges(self.settings.service_user)
+        identity = self._drop_privileges(self.settings.service_user)
         if isinstance(outcome, _LoadFailure):
             await batcher.close()
             return
+        if isinstance(identity, Identity):
+            # Model code running in processes of the handler's own (tensor-parallel workers) follows the server.
+            try:
+                await batcher.call(lambda: outcome.serve_as(identity.uid, identity.gid))
+            except HandlerError as exc:
+                log.error("model failed to load: %s", _one_line(exc))
+                self.status, self.reason = ModelStatus.FAILED, FAILED_REASON
+                await batcher.close()
+                outcome.close()
+                return
         self._predictor, self._batcher = outcome, batcher
         self.status = ModelStatus.READY
         m = outcome.manifest

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import importlib
 
-from container.handlers.base import Closable, Handler, HandlerError, ModelInputs, RuntimeOptions, close_handler
+from container.handlers.base import (
+    Closable,
+    Handler,
+    HandlerError,
+    HelperProcesses,
+    ModelInputs,
+    RuntimeOptions,
+    close_handler,
+    serve_handler_as,
+)
 
 _RUNTIMES = {
     "torchscript": ("container.handlers.torchscript", "TorchScriptHandler"),
@@ -26,4 +35,14 @@ def handler_for(runtime: str) -> Handler:
     return handler
 
 
-__all__ = ["Closable", "Handler", "HandlerError", "ModelInputs", "RuntimeOptions", "close_handler", "handler_for"]
+__all__ = [
+    "Closable",
+    "Handler",
+    "HandlerError",
+    "HelperProcesses",
+    "ModelInputs",
+    "RuntimeOptions",
+    "close_handler",
+    "handler_for",
+    "serve_handler_as",
+]

@@ -57,3 +57,19 @@ def close_handler(handler: object) -> None:
     """Call the handler's `close()` if it has one (what a server does once it stops serving)."""
     if isinstance(handler, Closable):
         handler.close()
+
+
+@runtime_checkable
+class HelperProcesses(Protocol):
+    """A handler that runs model code in processes of its own (the neuron handler's tensor-parallel workers) has
+    `serve_as(uid, gid)`: those processes take that identity, as the server does once the model is loaded."""
+
+    def serve_as(self, uid: int, gid: int) -> None:
+        """Every helper process becomes uid/gid (or raises HandlerError)."""
+        ...
+
+
+def serve_handler_as(handler: object, uid: int, gid: int) -> None:
+    """Move the handler's helper processes, if it has any, to uid/gid."""
+    if isinstance(handler, HelperProcesses):
+        handler.serve_as(uid, gid)

@@ -123,6 +123,16 @@ class NeuronHandler:
         """The running tensor-parallel worker processes (bucket by bucket, rank order); empty for single-core."""
         return [pid for model in self._parallel for pid in model.worker_pids]
 
+    def serve_as(self, uid: int, gid: int) -> None:
+        """The tensor-parallel worker processes take uid/gid, as the server does once the model is loaded."""
+        for model in self._parallel:
+            try:
+                model.become(uid, gid)
+            except NeuronEmuError as exc:
+                raise HandlerError(f"the tensor-parallel workers could not drop to uid {uid}: {exc}") from None
+        if self._parallel:
+            log.info("tensor-parallel worker process(es) %s now run as uid %d", self.worker_pids, uid)
+
     def close(self) -> None:
         """Stop the worker processes of a tensor-parallel model (nothing to do for single-core graphs)."""
         models, self._parallel = self._parallel, []

@@ -101,6 +101,11 @@ class ForkServer:
         except OSError as exc:
             raise ArtifactError(f"neuron_emu.parallel: the fork server is gone ({exc}){self.log_tail()}") from None
 
+    def become(self, uid: int, gid: int) -> None:
+        """The server takes uid/gid (and so does every worker it forks from now on); fire and forget: a server that
+        cannot exits, and the next fork reports it gone."""
+        self.fork({"become": [uid, gid]}, [])
+
     def log_tail(self) -> str:
         try:
             lines = [line for line in (self.scratch / "server.log").read_text().splitlines() if line.strip()]
@@ -264,6 +269,16 @@ class WorkerGroup:
                 raise ArtifactError(f"neuron_emu.parallel: {self.broken}{self._tail()}") from None
         replies = self._gather(None, "running a request")
         return list(replies[0][2]), [dict(reply[3]) for reply in replies]
+
+    def become(self, uid: int, gid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Every worker of this group, and the fork server, take uid/gid (e.g. after a root parent loaded the
+        model and dropped to a service user); raises ArtifactError if any rank cannot."""
+        if self.server is None or self.broken is not None:
+            raise ArtifactError("neuron_emu.parallel: the workers are not running")
+        for conn in self.conns:
+            _send(conn, ("become", uid, gid))
+        self._gather(timeout_s, f"becoming uid {uid}")
+        self.server.become(uid, gid)
 
     def _wait_exited(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

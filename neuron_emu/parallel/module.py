@@ -85,6 +85,14 @@ class ParallelModel(torch.nn.Module):
     def running(self) -> bool:
         return self._group is not None and self._group.running
 
+    def become(self, uid: int, gid: int) -> None:
+        """The worker processes (and their fork server) take uid/gid: a server that loaded the model as root and
+        then dropped to a service user calls this so that no model code keeps running as root."""
+        with self._lock:
+            if self._group is None or not self._group.running:
+                raise ArtifactError("neuron_emu.parallel: the workers are not running")
+            self._group.become(uid, gid)
+
     def _files(self) -> Path:
         if self.directory is not None:
             return self.directory

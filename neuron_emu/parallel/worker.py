@@ -50,6 +50,20 @@ def _send(conn: Connection, message: tuple[Any, ...]) -> None:
     conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
 
+def become(uid: int, gid: int) -> None:
+    """Take the identity uid/gid (groups first: once the uid changes the process may no longer change them).
+
+    A server that starts as root (SageMaker runs containers as root) loads the model, then serves as an
+    unprivileged user; the processes standing in for its NeuronCores follow it, so no model code keeps running as
+    root. Asking for the identity a process already has is a no-op that succeeds.
+    """
+    if os.geteuid() == uid and os.getegid() == gid and os.getuid() == uid:
+        return
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
 def _load_segments(path: str) -> list[Any]:
     from neuron_emu.runtime import load
 
@@ -86,6 +100,13 @@ def serve(rank: int, conn: Connection, settings: dict[str, Any]) -> int:
                 return 0  # the parent is gone
             if message[0] == "stop":
                 return 0
+            if message[0] == "become":
+                try:
+                    become(int(message[1]), int(message[2]))
+                    _send(conn, ("ok", rank, os.getuid(), os.getgid()))
+                except (OSError, ValueError) as exc:
+                    _send(conn, ("error", rank, one_line(exc)))
+                continue
             try:
                 _send(conn, _run(rank, world, segments, message[1]))
             except (BrokenPipeError, ConnectionResetError):
@@ -154,6 +175,14 @@ def fork_server(control: socket.socket) -> int:
                 os.close(fd)
             return 0  # the parent closed the control socket or died
         settings = json.loads(data)
+        if "become" in settings:  # the parent dropped root: so does this server (its future workers with it)
+            uid, gid = settings["become"]
+            try:
+                become(int(uid), int(gid))
+            except (OSError, ValueError) as exc:
+                print(f"neuron_emu.parallel: the fork server could not become uid {uid}: {exc}", file=sys.stderr)
+                return 1  # a server that must not stay root stops; the parent sees it gone
+            continue
         for rank, fd in enumerate(fds):
             _fork_worker(rank, fd, fds, control, settings)
         for fd in fds:

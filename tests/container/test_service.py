@@ -16,8 +16,10 @@ import pytest
 
 from container import payload
 from container.admission import Overloaded, TooLarge
+from container.handlers import HandlerError
 from container.manifest import ManifestError
 from container.predictor import CallObserver, Predictor
+from container.privileges import Identity
 from container.qa import Feature
 from container.service import (
     FAILED_REASON,
@@ -69,6 +71,61 @@ def test_loading_then_ready_and_root_is_dropped_right_after_the_load() -> None:
     run(main())
     # Once, as the configured user, after the warm-up's one call per bucket and before the service became ready.
     assert seen == [("sagebox", ModelStatus.LOADING, len(BUCKETS))]
+
+
+class HelperProcessHandler(GateHandler):
+    """A handler that runs model code in processes of its own (as a tensor-parallel neuron model does)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        super().__init__()
+        self.refuse = refuse
+        self.became: list[tuple[int, int, str]] = []
+        self.closed = False
+
+    def serve_as(self, uid: int, gid: int) -> None:
+        if self.refuse:
+            raise HandlerError("rank 1 failed while becoming uid 10001: PermissionError: [Errno 1] not permitted")
+        self.became.append((uid, gid, threading.current_thread().name))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_helper_processes_follow_the_server_to_the_service_user_on_the_inference_thread() -> None:
+    handler = HelperProcessHandler()
+    service = make_service(handler, drop=lambda user: Identity(10001, 10002, user, "/home/sagebox"))
+
+    async def main() -> None:
+        await service.start()
+        assert service.status is ModelStatus.READY
+        await service.close()
+
+    run(main())
+    assert [(uid, gid) for uid, gid, _ in handler.became] == [(10001, 10002)]
+    assert handler.became[0][2] != threading.main_thread().name  # the inference thread owns the handler
+
+
+def test_helper_processes_stay_as_they_are_when_the_server_changed_nothing() -> None:
+    handler = HelperProcessHandler()
+    service = make_service(handler, drop=lambda user: None)  # not root, or no service user: no drop
+    run(service.start())
+    assert service.status is ModelStatus.READY
+    assert handler.became == []
+    run(service.close())
+
+
+def test_helper_processes_that_cannot_drop_root_fail_the_model(caplog: pytest.LogCaptureFixture) -> None:
+    handler = HelperProcessHandler(refuse=True)
+    service = make_service(handler, drop=lambda user: Identity(10001, 10001, user, "/home/sagebox"))
+    with caplog.at_level(logging.ERROR, logger="sagebox.server"):
+        run(service.start())
+    # Never serve with model code left running as root: the model is unavailable, its processes are stopped.
+    assert service.status is ModelStatus.FAILED
+    assert service.reason == FAILED_REASON
+    assert handler.closed
+    assert any("becoming uid 10001" in r.getMessage() for r in caplog.records)
+    with pytest.raises(NotReady):
+        service.check_ready()
 
 
 def test_a_refused_model_tells_clients_a_short_reason_and_logs_the_detail(caplog: pytest.LogCaptureFixture) -> None:

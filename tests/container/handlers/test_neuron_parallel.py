@@ -214,3 +214,45 @@ def test_refusals_are_one_line_and_leave_no_worker(tp_model_dir: Path, tmp_path:
     with pytest.raises(HandlerError, match=r"^the tensor-parallel Neuron model cannot be loaded: .*parallel\.json"):
         NeuronHandler().load(directory, broken, RuntimeOptions(threads=2))
     assert still_alive(_our_workers() - before) == []  # every failed load stopped the workers it had started
+
+
+def _ids(pid: int) -> tuple[list[int], list[int]]:
+    """(real, effective, saved, fs) uids and gids of a live process, from /proc."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return [int(v) for v in fields["Uid"].split()], [int(v) for v in fields["Gid"].split()]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the server starts as root, as SageMaker runs containers")
+def test_workers_follow_a_root_server_to_its_service_user_and_keep_answering(
+    tp_model_dir: Path, tmp_path: Path
+) -> None:
+    from neuron_emu.parallel.group import ForkServer
+
+    # The SageMaker layout: the model untarred as root, readable by root only.
+    directory = _copy(tp_model_dir, tmp_path)
+    for path in [directory, *directory.rglob("*")]:
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    handler = NeuronHandler()
+    handler.load(directory, load_verified(directory), RuntimeOptions(threads=2))
+    try:
+        inputs = features(2, BUCKETS[1])
+        before = handler.predict(inputs)
+        server = ForkServer._shared
+        assert server is not None
+        processes = [*handler.worker_pids, server.process.pid]
+        assert all(_ids(pid)[0] == [0, 0, 0, 0] for pid in processes)
+
+        handler.serve_as(10001, 10001)  # no such account is needed: the ids are taken as given
+
+        for pid in processes:  # real, effective, saved and filesystem ids: no way back to root
+            assert _ids(pid) == ([10001] * 4, [10001] * 4), pid
+        after = handler.predict(inputs)  # the graphs were loaded as root and stay in memory
+        for got, expected in zip(after, before, strict=True):
+            np.testing.assert_array_equal(got, expected)
+        handler.serve_as(10001, 10001)  # asking again for the identity they have is harmless
+        # Dropped for good: another identity is refused in one line (the server then fails the model and closes it).
+        with pytest.raises(HandlerError, match=r"^the tensor-parallel workers could not drop to uid 10002: .*Perm"):
+            handler.serve_as(10002, 10002)
+    finally:
+        close_handler(handler)
+    assert still_alive(processes[:-1]) == []
