@@ -1,5 +1,6 @@
 """Checks on the hand-written held-out QA set: SQuAD v1.1 shape, sizes, exact answer spans, and no text shared
-with the synthetic generator the demo model is trained on (sagebox/pipeline/synth_squad.py)."""
+with the synthetic generator the demo model is trained on (sagebox/pipeline/synth_squad.py, with its relations and
+word lists in synth_relations.py and synth_values.py) or with the hand-written tuning set (tests/data/tuning)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sagebox.pipeline.squad import load_squad
 from sagebox.pipeline.synth_squad import _FILLERS, RELATIONS, generate
 
 HELDOUT = Path(__file__).resolve().parent / "heldout" / "heldout_qa.json"
+TUNING = Path(__file__).resolve().parent / "tuning" / "tuning_qa.json"  # recipes are chosen on it: kept apart
 
 MIN_PARAGRAPHS = 24
 MIN_QUESTIONS = 120
@@ -195,6 +197,15 @@ def test_no_question_uses_a_generator_wording() -> None:
     for _, qa in questions():
         matched = [p.pattern for p in patterns if p.fullmatch(qa["question"])]
         assert not matched, (qa["id"], qa["question"], matched)
+
+
+def test_shares_no_sentence_or_question_with_the_tuning_set() -> None:
+    """Decisions about the demo model are made on the tuning set, so none of its text may reach this set."""
+    tuning = load_squad(TUNING)
+    runs = {run for context in {ex.context for ex in tuning} for run in shingles(context)}
+    assert len(runs) > 1000, "the tuning set did not load: the check would be empty"
+    assert shared_runs([p["context"] for p in paragraphs()], runs) == []
+    assert not {qa["question"] for _, qa in questions()} & {ex.question for ex in tuning}
 
 
 def test_reference_sample_topic_is_not_used() -> None:
