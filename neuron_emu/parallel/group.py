@@ -29,6 +29,7 @@ DEFAULT_START_TIMEOUT_S = 300.0  # the fork server imports torch (~2.5 s of CPU,
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
 PEER_EXIT_GRACE_S = 1.0
+MAX_REPLY = 4096  # the fork server's one-line answers on its control socket
 
 Popen = Callable[..., subprocess.Popen[bytes]]
 
@@ -101,10 +102,22 @@ class ForkServer:
         except OSError as exc:
             raise ArtifactError(f"neuron_emu.parallel: the fork server is gone ({exc}){self.log_tail()}") from None
 
-    def become(self, uid: int, gid: int) -> None:
-        """The server takes uid/gid (and so does every worker it forks from now on); fire and forget: a server that
-        cannot exits, and the next fork reports it gone."""
+    def become(self, uid: int, gid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """The server takes uid/gid and says so (a server that cannot says why and exits). It is no longer shared:
+        groups started later get a new server as whoever starts them; groups already running keep their workers."""
+        with self._lock:
+            if ForkServer._shared is self:
+                ForkServer._shared = None
         self.fork({"become": [uid, gid]}, [])
+        try:
+            self.control.settimeout(timeout_s)
+            reply = self.control.recv(MAX_REPLY).decode(errors="replace")
+        except OSError as exc:  # a timeout included
+            reply = f"no answer ({exc})"
+        finally:
+            self.control.settimeout(None)
+        if reply != "ok":
+            raise ArtifactError(f"neuron_emu.parallel: the fork server could not become uid {uid}: {reply or 'gone'}")
 
     def log_tail(self) -> str:
         try:

@@ -180,8 +180,9 @@ def fork_server(control: socket.socket) -> int:
             try:
                 become(int(uid), int(gid))
             except (OSError, ValueError) as exc:
-                print(f"neuron_emu.parallel: the fork server could not become uid {uid}: {exc}", file=sys.stderr)
-                return 1  # a server that must not stay root stops; the parent sees it gone
+                control.send(one_line(exc).encode())
+                return 1  # a server that must not keep its identity stops
+            control.send(b"ok")
             continue
         for rank, fd in enumerate(fds):
             _fork_worker(rank, fd, fds, control, settings)

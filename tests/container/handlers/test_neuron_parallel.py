@@ -247,6 +247,17 @@ def test_workers_follow_a_root_server_to_its_service_user_and_keep_answering(
 
         for pid in processes:  # real, effective, saved and filesystem ids: no way back to root
             assert _ids(pid) == ([10001] * 4, [10001] * 4), pid
+        # Models loaded later in this process (as root) get a fork server of their own, not the dropped one: they
+        # can still read the root-only model.
+        assert ForkServer._shared is not server
+        later = NeuronHandler()
+        later.load(directory, load_verified(directory), RuntimeOptions(threads=2))
+        try:
+            assert all(_ids(pid)[0] == [0, 0, 0, 0] for pid in later.worker_pids)
+            for got, expected in zip(later.predict(inputs), before, strict=True):
+                np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+        finally:
+            close_handler(later)
         after = handler.predict(inputs)  # the graphs were loaded as root and stay in memory
         for got, expected in zip(after, before, strict=True):
             np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
