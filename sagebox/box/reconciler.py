@@ -95,9 +95,12 @@ class Deployment:
         return [v for v in self.variants if v.spec.shadow]
 
     def stop(self) -> None:
-        for variant in self.variants:
-            for instance in variant.instances:
-                instance.stop()
+        """Stop every instance of every variant at once (each gets SageMaker's SIGTERM grace, not one after another)."""
+        threads = [threading.Thread(target=i.stop) for v in self.variants for i in v.instances]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def instance_count(self) -> int:
         return sum(len(v.instances) for v in self.variants)
@@ -178,6 +181,9 @@ class Reconciler:
         self.live: dict[str, Deployment] = {}
         self.updates: dict[str, Update] = {}
         self.retiring: list[Retiring] = []
+        # Fleets of deleted endpoints whose instances are being stopped in the background: a shutdown meanwhile
+        # stops them too (otherwise the box's exit would orphan the variants not yet reached).
+        self.deleting: list[Deployment] = []
         self._in_flight: dict[str, str] = {}  # endpoint -> config being deployed
         self._resizing: set[str] = set()
         self._history: dict[str, dict[str, Any]] = {}  # endpoint -> last update, rollbacks, scaling events
@@ -195,6 +201,7 @@ class Reconciler:
         if kind == "deleted":
             with self._lock:
                 removed = self._forget(endpoint)
+                self.deleting += removed
             if removed:
                 self._write_routes()
                 for deployment in removed:
@@ -217,6 +224,8 @@ class Reconciler:
     def _retire(self, deployment: Deployment) -> None:
         log.info("endpoint %s: stopping the instances of config %s", deployment.endpoint, deployment.config_name)
         deployment.stop()
+        with self._lock:
+            self.deleting = [d for d in self.deleting if d is not deployment]
         self._write_fleet()
 
     def run(self, stop: threading.Event) -> None:
@@ -234,8 +243,8 @@ class Reconciler:
         with self._lock:
             self._stopping = True
             fleets = list(self.live.values()) + [u.green for u in self.updates.values()]
-            fleets += [r.deployment for r in self.retiring]
-            self.live, self.updates, self.retiring = {}, {}, []
+            fleets += [r.deployment for r in self.retiring] + self.deleting
+            self.live, self.updates, self.retiring, self.deleting = {}, {}, [], []
         threads = [threading.Thread(target=d.stop) for d in fleets]
         for thread in threads:
             thread.start()

@@ -246,6 +246,23 @@ def test_shutdown_stops_every_instance(parts: Any, tmp_path: Path) -> None:
     assert routes(tmp_path) == {}
 
 
+def test_shutdown_also_stops_a_deleted_endpoint_still_being_stopped(parts: Any, tmp_path: Path) -> None:
+    backend, launcher, reconciler, _ = parts
+    backend.add("cfg")
+    backend.endpoints["ep"] = StandInEndpoint("ep", "cfg")
+    reconciler.reconcile_once()
+    later: list[Callable[[], None]] = []
+    reconciler._spawn = lambda fn, name: later.append(fn)  # the background stop has not run yet
+    del backend.endpoints["ep"]
+    reconciler.notify("deleted", "ep")
+    assert routes(tmp_path) == {} and not launcher.launched[0].stopped
+    reconciler.shutdown()  # the box exits now: it must not leave the deleted endpoint's instances behind
+    assert launcher.launched[0].stopped
+    for fn in later:
+        fn()  # the background stop, run late, finds nothing left to do
+    assert reconciler.deleting == []
+
+
 def test_an_instance_that_stops_answering_its_health_check_is_replaced(parts: Any, tmp_path: Path) -> None:
     backend, launcher, reconciler, _ = parts
     backend.add("cfg")
