@@ -28,6 +28,7 @@ from moto.core.common_models import CloudFormationModel
 from sagebox.box import autoscaling as policy_logic
 from sagebox.box.alarms import datapoints, periods
 from sagebox.box.embedded_aws import cloudwatch
+from sagebox.box.embedded_aws.cfn_attributes import ArnAttribute
 from sagebox.box.invocation_metrics import NAMESPACE
 
 log = logging.getLogger("sagebox.autoscaling")
@@ -103,7 +104,7 @@ class ScalableTargetResource(CloudFormationModel):
             backend.deregister_scalable_target(self.namespace, self.resource_id, self.dimension)
 
 
-class ScalingPolicyResource(CloudFormationModel):
+class ScalingPolicyResource(ArnAttribute, CloudFormationModel):
     """AWS::ApplicationAutoScaling::ScalingPolicy, put into moto's Application Auto Scaling."""
 
     def __init__(self, arn: str, name: str, resource_id: str, dimension: str, namespace: str) -> None:
@@ -121,17 +122,6 @@ class ScalingPolicyResource(CloudFormationModel):
     @staticmethod
     def cloudformation_type() -> str:
         return "AWS::ApplicationAutoScaling::ScalingPolicy"
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr == "Arn"
-
-    def get_cfn_attribute(self, attribute_name: str) -> str:
-        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-
-        if attribute_name == "Arn":
-            return self.arn
-        raise UnformattedGetAttTemplateException()
 
     @classmethod
     def create_from_cloudformation_json(

@@ -37,6 +37,7 @@ from moto.cloudwatch.models import (
 from moto.core.common_models import CloudFormationModel
 
 from sagebox.box import alarms as evaluator
+from sagebox.box.embedded_aws.cfn_attributes import ArnAttribute
 
 RETENTION_S = 3 * 3600.0
 # A datum with more samples than this (Values x Counts) keeps its statistic set only (no percentile).
@@ -271,7 +272,7 @@ def evaluate_alarms(backend: CloudWatchBackend, now: float, scale: float, delay_
     return firing
 
 
-class AlarmResource(CloudFormationModel):
+class AlarmResource(ArnAttribute, CloudFormationModel):
     """AWS::CloudWatch::Alarm, created in moto's CloudWatch."""
 
     def __init__(self, name: str, arn: str) -> None:
@@ -289,17 +290,6 @@ class AlarmResource(CloudFormationModel):
     @staticmethod
     def cloudformation_type() -> str:
         return "AWS::CloudWatch::Alarm"
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr == "Arn"
-
-    def get_cfn_attribute(self, attribute_name: str) -> str:
-        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-
-        if attribute_name == "Arn":
-            return self.arn
-        raise UnformattedGetAttTemplateException()
 
     @classmethod
     def create_from_cloudformation_json(
