@@ -42,7 +42,12 @@ def build_toy_model_dir(out: Path, tokenizer_path: Path) -> Path:
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
     fail_id = tokenizer.token_to_id(FAIL_WORD)
     assert fail_id is not None
-    module = torch.jit.script(ToyQA(fail_id).eval())
+    return save_torchscript_model_dir(out, ToyQA(fail_id), tokenizer_path, SourceSpec(name="toy", architecture="ToyQA"))
+
+
+def save_torchscript_model_dir(out: Path, model: nn.Module, tokenizer_path: Path, source: SourceSpec) -> Path:
+    """`model` scripted into an FP32 TorchScript model directory (atomically) with the tokenizer and a manifest."""
+    module = torch.jit.script(model.eval())
     with staged_dir(out) as staging:
         torch.jit.save(module, str(staging / "model.pt"))
         shutil.copyfile(tokenizer_path, staging / "tokenizer.json")
@@ -53,6 +58,6 @@ def build_toy_model_dir(out: Path, tokenizer_path: Path) -> Path:
             model_file="model.pt",
             buckets=[64, 128, 256, 384],
             max_length=384,
-            source=SourceSpec(name="toy", architecture="ToyQA"),
+            source=source,
         )
     return out

@@ -11,7 +11,6 @@ not depend on the intra-op thread count: ~16 us per step on the 2-core machine, 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Literal
 
@@ -19,7 +18,7 @@ import torch
 from torch import nn
 
 from container.manifest import SourceSpec
-from sagebox.pipeline.artifact import staged_dir, write_manifest
+from tests.container.toy_model import save_torchscript_model_dir
 
 Behaviour = Literal["good", "fail", "slow", "slower", "other"]
 WARM_WORD = "warm"
@@ -61,17 +60,6 @@ def build_model_dir(out: Path, tokenizer_path: Path, behaviour: Behaviour, steps
     assert warm_id is not None
     mode = {"good": 0, "fail": 1, "slow": 2, "slower": 2, "other": 0}[behaviour]
     steps = SLOWER_STEPS if behaviour == "slower" else steps
-    module = torch.jit.script(GuardedQA(warm_id, mode, steps, seed=1 if behaviour == "other" else 0).eval())
-    with staged_dir(out) as staging:
-        torch.jit.save(module, str(staging / "model.pt"))
-        shutil.copyfile(tokenizer_path, staging / "tokenizer.json")
-        write_manifest(
-            staging,
-            variant="fp32",
-            runtime="torchscript",
-            model_file="model.pt",
-            buckets=[64, 128, 256, 384],
-            max_length=384,
-            source=SourceSpec(name=f"guardrail-{behaviour}", architecture="GuardedQA"),
-        )
-    return out
+    model = GuardedQA(warm_id, mode, steps, seed=1 if behaviour == "other" else 0)
+    source = SourceSpec(name=f"guardrail-{behaviour}", architecture="GuardedQA")
+    return save_torchscript_model_dir(out, model, tokenizer_path, source)
