@@ -461,43 +461,36 @@ class EndpointStack(cdk.Stack):
                 min_capacity=scaling.min_instances,
                 max_capacity=scaling.max_instances,
             )
-            tracking = appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty
+            spec = appscaling.CfnScalingPolicy
+            metric: dict[str, Any]
             if scaling.backlog_per_instance is not None:
-                appscaling.CfnScalingPolicy(
-                    self,
-                    f"BacklogPerInstance{suffix}",
-                    policy_name=f"{named}-backlog-per-instance",
-                    policy_type="TargetTrackingScaling",
-                    scaling_target_id=target.ref,
-                    target_tracking_scaling_policy_configuration=tracking(
-                        target_value=scaling.backlog_per_instance,
-                        customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                            metric_name=BACKLOG_METRIC,
-                            namespace="AWS/SageMaker",
-                            dimensions=[
-                                appscaling.CfnScalingPolicy.MetricDimensionProperty(
-                                    name="EndpointName", value=self.plan.endpoint_name
-                                )
-                            ],
-                            statistic="Average",
-                        ),
-                        scale_in_cooldown=scaling.scale_in_cooldown_s,
-                        scale_out_cooldown=scaling.scale_out_cooldown_s,
-                    ),
-                )
-                continue
-            assert scaling.invocations_per_instance is not None  # targets.py: one of the two is set
+                kind, policy, value = "BacklogPerInstance", "backlog-per-instance", scaling.backlog_per_instance
+                metric = {
+                    "customized_metric_specification": spec.CustomizedMetricSpecificationProperty(
+                        metric_name=BACKLOG_METRIC,
+                        namespace="AWS/SageMaker",
+                        dimensions=[spec.MetricDimensionProperty(name="EndpointName", value=self.plan.endpoint_name)],
+                        statistic="Average",
+                    )
+                }
+            else:
+                assert scaling.invocations_per_instance is not None  # targets.py: one of the two is set
+                kind, policy = "InvocationsPerInstance", "invocations-per-instance"
+                value = scaling.invocations_per_instance
+                metric = {
+                    "predefined_metric_specification": spec.PredefinedMetricSpecificationProperty(
+                        predefined_metric_type="SageMakerVariantInvocationsPerInstance"
+                    )
+                }
             appscaling.CfnScalingPolicy(
                 self,
-                f"InvocationsPerInstance{suffix}",
-                policy_name=f"{named}-invocations-per-instance",
+                f"{kind}{suffix}",
+                policy_name=f"{named}-{policy}",
                 policy_type="TargetTrackingScaling",
                 scaling_target_id=target.ref,
-                target_tracking_scaling_policy_configuration=tracking(
-                    target_value=scaling.invocations_per_instance,
-                    predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
-                        predefined_metric_type="SageMakerVariantInvocationsPerInstance"
-                    ),
+                target_tracking_scaling_policy_configuration=spec.TargetTrackingScalingPolicyConfigurationProperty(
+                    target_value=value,
+                    **metric,
                     scale_in_cooldown=scaling.scale_in_cooldown_s,
                     scale_out_cooldown=scaling.scale_out_cooldown_s,
                 ),
