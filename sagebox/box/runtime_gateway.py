@@ -601,9 +601,17 @@ def create_gateway(
         if datums:
             await loop.run_in_executor(None, sink.publish, datums)
 
+    stopping = asyncio.Event()
+
     async def flush_every_interval() -> None:
-        while True:
-            await asyncio.sleep(flush_s)
+        # Stopped by an event, never cancelled: a flush drains what it publishes first, so a cancel that lands
+        # while it waits on the publisher would lose that second's datums and shadow records (seen in CI: a
+        # gateway shut down right after a shadow pair was written published no Invocations at all).
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), flush_s)
+            if stopping.is_set():
+                return
             try:
                 await flush()
             except Exception:  # never let metrics stop the gateway
@@ -615,9 +623,8 @@ def create_gateway(
         try:
             yield
         finally:
-            flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await flusher
+            stopping.set()
+            await flusher  # lets a flush under way finish; the last flush below publishes the rest
             await dispatcher.aclose()
             for task in list(background):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
