@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from sagebox.pipeline import synth_clauses
 from sagebox.pipeline.squad import load_squad
 from sagebox.pipeline.synth_squad import _FILLERS, RELATIONS, generate
 
@@ -61,6 +62,8 @@ def shared_runs(texts: Iterable[str], against: set[tuple[str, ...]]) -> list[tup
 def generator_shingles() -> frozenset[tuple[str, ...]]:
     contexts = {ex.context for split, n in GENERATOR_SAMPLE for ex in generate(n, GENERATOR_SEED, split)}
     assert len(contexts) >= 2000, f"only {len(contexts)} generated contexts: the overlap check would be weak"
+    # The generic clauses (synth_clauses.py) too: their words vary more, so fewer runs repeat.
+    contexts |= {ex.context for split, n in GENERATOR_SAMPLE for ex in synth_clauses.generate(n, GENERATOR_SEED, split)}
     return frozenset(run for context in contexts for run in shingles(context))
 
 
@@ -212,3 +215,10 @@ def test_reference_sample_topic_is_not_used() -> None:
     """The Amazon rainforest is the reference workflow's sample (sagebox/demo_data.py), kept out of this set."""
     for paragraph in paragraphs():
         assert "amazon" not in paragraph["context"].lower()
+
+
+def test_no_question_is_one_the_clause_generator_asks() -> None:
+    """synth_clauses.py builds its questions from parts, not templates: compare with a large sample of them."""
+    asked = {ex.question for split, n in GENERATOR_SAMPLE for ex in synth_clauses.generate(n, GENERATOR_SEED, split)}
+    assert len(asked) > 1000
+    assert [qa["question"] for _, qa in questions() if qa["question"] in asked] == []
