@@ -12,10 +12,10 @@ BIN := $(VENV)/bin
 # --index-strategy unsafe-best-match" where the CPU torch wheel is not on a local find-links path.
 PIP_ARGS ?=
 # uv installs the dependencies: measured on a fresh machine with empty caches, 8.5 s for what pip took ~150 s
-# (parallel downloads and installs). uv does not read pip's configuration, so pip's find-links (where the CPU torch
-# wheel lies on this kind of machine) are passed on.
+# (parallel downloads and installs). uv reads neither pip's configuration nor its PIP_* variables, so pip's
+# find-links (where the CPU torch wheel lies on this kind of machine), from PIP_FIND_LINKS or a pip.conf, are passed on.
 UV_VERSION := 0.13.9
-FIND_LINKS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+FIND_LINKS ?= $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 STAMP := $(VENV)/.sagebox-installed
 NODE_STAMP := node_modules/.sagebox-installed
 PYTEST_ARGS ?=
