@@ -16,6 +16,7 @@ from sagebox.pipeline.demo_models import (
 from sagebox.pipeline.finetune import TrainRecipe
 from sagebox.pipeline.quant_options import QuantizeOptions
 from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
+from sagebox.pipeline.squad import load_squad
 from tests.sagebox.conftest import make_outlier_head
 
 
@@ -32,8 +33,9 @@ def test_both_licenses_are_recorded() -> None:
 
 
 SHORT = DemoRecipe(
-    train_questions=800,
+    train_questions=640,
     dev_questions=120,
+    clause_questions=160,
     train=TrainRecipe(epochs=1.0, batch_size=16, learning_rate=3e-4, precision="bf16"),
 )
 
@@ -43,8 +45,12 @@ def test_short_recipe_trains_caches_and_the_gate_judges_it(tmp_path: Path, monke
     demo = minilm_squad(tmp_path / "cache", SHORT)
     info = json.loads((demo.folder / "sagebox_source.json").read_text())
     assert "MIT" in info["license"] and "apache-2.0" in info["license"]
-    assert info["training"]["steps"] == 50
+    assert info["training"]["steps"] == 50  # 640 + 160 questions, batches of 16
     check_demo_data(demo)
+    # Both generators feed the splits: the relations' questions and the generic clauses' (ids "-c"), in proportion.
+    dev_ids = [ex.id for ex in load_squad(demo.dev_data)]
+    assert sum("-c" in i for i in dev_ids) == 30 and len(dev_ids) == 150
+    assert sum("-c" in ex.id for ex in load_squad(demo.train_data)) == 160
 
     # Cached: a second call must not train again; a different recipe is a different entry.
     def no_training(*args: object, **kwargs: object) -> None:
