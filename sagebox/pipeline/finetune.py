@@ -37,6 +37,11 @@ class TrainRecipe:
     # Xeon (AMX, AVX512-BF16) dev machine: 0.43 s vs 2.4 s per step (batch 16 x 128 tokens, 3 layers frozen).
     # Where oneDNN has no BF16 support the step runs in FP32 (TrainStats.precision says which).
     precision: str = "fp32"
+    # Attention kernel for the training steps (Hugging Face `attn_implementation`), the model's own restored after;
+    # serving exports the weights and does not use it. "eager" (matmul + softmax): on the 2-core Xeon (AMX), the
+    # CPU flash-attention kernel that "sdpa" picks took 41 ms per layer for its backward against 6 ms forward, 43%
+    # of a BF16 step; eager took a step (batch 16, MiniLM-L6, 384-token windows) from ~0.55 s to ~0.40 s.
+    attention: str = "eager"
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,8 @@ def train_qa(
     rng = random.Random(recipe.seed)
     if recipe.precision not in ("fp32", "bf16"):
         raise ValueError(f"precision must be fp32 or bf16, not {recipe.precision!r}")
+    if recipe.attention not in ("eager", "sdpa"):
+        raise ValueError(f"attention must be eager or sdpa, not {recipe.attention!r}")
     precision = "bf16" if recipe.precision == "bf16" and bf16_supported() else "fp32"
     features, skipped = featurize_for_training(tokenizer, examples, recipe.max_length, recipe.doc_stride)
     if not features:
@@ -162,6 +169,8 @@ def train_qa(
     optimizer = torch.optim.AdamW(
         [{"params": body, "lr": recipe.learning_rate}, {"params": head, "lr": recipe.head_learning_rate}],
         weight_decay=recipe.weight_decay,
+        # One fused kernel over every parameter: the optimizer step fell from ~30 ms to ~10 ms on 2 cores.
+        fused=True,
     )
     steps_per_epoch = math.ceil(len(features) / recipe.batch_size)
     total = max(1, round(steps_per_epoch * recipe.epochs))
@@ -173,8 +182,42 @@ def train_qa(
         return max(0.0, (total - step) / max(1, total - warmup))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    served_attention = _attention(model)
+    _set_attention(model, recipe.attention)
     model.train()
     started, cpu_started = clock(), _cpu_seconds()
+    try:
+        step, loss_value = _loop(model, optimizer, scheduler, features, recipe, pad_id, precision, rng, total, progress)
+    finally:
+        _set_attention(model, served_attention)
+        model.eval()
+    return TrainStats(
+        step, len(features), skipped, clock() - started, loss_value, precision, _cpu_seconds() - cpu_started
+    )
+
+
+def _attention(model: nn.Module) -> str | None:
+    config = getattr(model, "config", None)
+    return getattr(config, "_attn_implementation", None)
+
+
+def _set_attention(model: nn.Module, name: str | None) -> None:
+    if name is not None and hasattr(model, "set_attn_implementation") and _attention(model) != name:
+        model.set_attn_implementation(name)
+
+
+def _loop(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    features: list[TrainFeature],
+    recipe: TrainRecipe,
+    pad_id: int,
+    precision: str,
+    rng: random.Random,
+    total: int,
+    progress: Callable[[int, int, float], None] | None,
+) -> tuple[int, float]:
     step, loss_value = 0, float("nan")
     while step < total:
         for batch in _batches(features, recipe.batch_size, rng):
@@ -191,10 +234,7 @@ def train_qa(
             step += 1
             if progress is not None:
                 progress(step, total, loss_value)
-    model.eval()
-    return TrainStats(
-        step, len(features), skipped, clock() - started, loss_value, precision, _cpu_seconds() - cpu_started
-    )
+    return step, loss_value
 
 
 def _cpu_seconds() -> float:

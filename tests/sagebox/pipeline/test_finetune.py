@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tokenizers import Tokenizer
 
 from sagebox.pipeline.finetune import TrainRecipe, answer_tokens, featurize_for_training, train_qa
@@ -93,6 +94,37 @@ def test_unknown_precision_is_refused(tiny_hf_folder: Path) -> None:
     model = BertForQuestionAnswering.from_pretrained(str(tiny_hf_folder))
     with pytest.raises(ValueError, match="precision must be fp32 or bf16"):
         train_qa(model, _tokenizer(tiny_hf_folder), generate(4, 0), TrainRecipe(precision="fp16"))
+
+
+def _train_on(folder: Path, attention: str) -> tuple[set[str], list[float], str]:
+    """Kernels seen by the forward passes, the losses, and the model's kernel after training."""
+    from transformers import BertForQuestionAnswering
+
+    model = BertForQuestionAnswering.from_pretrained(str(folder), attn_implementation="sdpa")
+    seen: set[str] = set()
+    model.register_forward_pre_hook(lambda module, args: seen.add(module.config._attn_implementation))
+    losses: list[float] = []
+    recipe = TrainRecipe(epochs=2, batch_size=4, frozen_layers=0, attention=attention)
+    train_qa(model, _tokenizer(folder), generate(8, 0, "train", BIOGRAPHY), recipe, lambda s, t, x: losses.append(x))
+    return seen, losses, model.config._attn_implementation
+
+
+def test_training_runs_on_the_recipes_attention_kernel_and_gives_the_models_back(tiny_hf_folder: Path) -> None:
+    eager_seen, eager_losses, eager_after = _train_on(tiny_hf_folder, "eager")
+    sdpa_seen, sdpa_losses, sdpa_after = _train_on(tiny_hf_folder, "sdpa")
+    assert (eager_seen, sdpa_seen) == ({"eager"}, {"sdpa"})
+    assert eager_after == sdpa_after == "sdpa"  # what the model was loaded with
+    # The same arithmetic by two kernels: FP32 losses agree to rounding.
+    assert eager_losses == pytest.approx(sdpa_losses, rel=1e-3)
+
+
+def test_unknown_attention_is_refused_before_the_model_changes(tiny_hf_folder: Path) -> None:
+    from transformers import BertForQuestionAnswering
+
+    model = BertForQuestionAnswering.from_pretrained(str(tiny_hf_folder), attn_implementation="sdpa")
+    with pytest.raises(ValueError, match="attention must be eager or sdpa"):
+        train_qa(model, _tokenizer(tiny_hf_folder), generate(4, 0), TrainRecipe(attention="flash"))
+    assert model.config._attn_implementation == "sdpa"
 
 
 def test_batches_hold_similar_lengths_and_every_feature_once() -> None:
