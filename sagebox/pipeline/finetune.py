@@ -202,8 +202,9 @@ def _attention(model: nn.Module) -> str | None:
 
 
 def _set_attention(model: nn.Module, name: str | None) -> None:
-    if name is not None and hasattr(model, "set_attn_implementation") and _attention(model) != name:
-        model.set_attn_implementation(name)
+    setter = getattr(model, "set_attn_implementation", None)  # Hugging Face models have it
+    if name is not None and setter is not None and _attention(model) != name:
+        setter(name)
 
 
 def _loop(
