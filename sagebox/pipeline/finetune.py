@@ -182,14 +182,29 @@ def train_qa(
         return max(0.0, (total - step) / max(1, total - warmup))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    served_attention = _attention(model)
+    own_attention = _attention(model)
     _set_attention(model, recipe.attention)
     model.train()
     started, cpu_started = clock(), _cpu_seconds()
+    step, loss_value = 0, float("nan")
     try:
-        step, loss_value = _loop(model, optimizer, scheduler, features, recipe, pad_id, precision, rng, total, progress)
+        while step < total:
+            for batch in _batches(features, recipe.batch_size, rng):
+                if step >= total:
+                    break
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                    out = model(**_collate(batch, pad_id), return_dict=True)
+                out.loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                loss_value = float(out.loss.detach())
+                step += 1
+                if progress is not None:
+                    progress(step, total, loss_value)
     finally:
-        _set_attention(model, served_attention)
+        _set_attention(model, own_attention)
         model.eval()
     return TrainStats(
         step, len(features), skipped, clock() - started, loss_value, precision, _cpu_seconds() - cpu_started
@@ -205,37 +220,6 @@ def _set_attention(model: nn.Module, name: str | None) -> None:
     setter = getattr(model, "set_attn_implementation", None)  # Hugging Face models have it
     if name is not None and setter is not None and _attention(model) != name:
         setter(name)
-
-
-def _loop(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    features: list[TrainFeature],
-    recipe: TrainRecipe,
-    pad_id: int,
-    precision: str,
-    rng: random.Random,
-    total: int,
-    progress: Callable[[int, int, float], None] | None,
-) -> tuple[int, float]:
-    step, loss_value = 0, float("nan")
-    while step < total:
-        for batch in _batches(features, recipe.batch_size, rng):
-            if step >= total:
-                break
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                out = model(**_collate(batch, pad_id), return_dict=True)
-            out.loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            loss_value = float(out.loss.detach())
-            step += 1
-            if progress is not None:
-                progress(step, total, loss_value)
-    return step, loss_value
 
 
 def _cpu_seconds() -> float:
