@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,9 @@ def parse_request(body: bytes, fmt: str, max_questions: int) -> Request:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise PayloadError(400, "body is not valid UTF-8") from None
+    # RFC 8259 section 8.1: a parser MAY ignore a byte order mark rather than treat it as an error; some clients
+    # (PowerShell, .NET's UTF8Encoding(true)) send one.
+    text = text.removeprefix("\ufeff")
     if fmt == JSON_LINES:
         lines = [line for line in text.splitlines() if line.strip()]
         if not lines:
@@ -98,6 +102,10 @@ def _loads(text: str, where: str) -> Any:
         ) from None
     except RecursionError:
         raise PayloadError(400, f"{where} is nested too deeply") from None
+    except ValueError:  # valid JSON that Python refuses to read: an integer longer than its digit limit
+        raise PayloadError(
+            400, f"{where} holds a number of more than {sys.get_int_max_str_digits()} digits, too long to read"
+        ) from None
 
 
 def _questions(items: list[Any], max_questions: int) -> list[Question]:
@@ -119,11 +127,24 @@ def _question(item: Any, index: int | None) -> Question:
             raise PayloadError(400, f"{where}: {name!r} must be a string, got {_kind(value)}")
         if not value.strip():
             raise PayloadError(400, f"{where}: {name!r} is empty")
+        _check_unicode(value, f"{where}: {name!r}")
         fields[name] = value
     version = item.get("version")
     if version is not None and not isinstance(version, str | int | float):
         raise PayloadError(400, f"{where}: 'version' must be a string or number, got {_kind(version)}")
     return Question(question=fields["question"], context=fields["context"])
+
+
+def _check_unicode(value: str, where: str) -> None:
+    """Refuse text that is not Unicode: a JSON escape of one half of a UTF-16 surrogate pair ("\\ud800") parses, but no
+    tokenizer or UTF-8 response can carry it (RFC 8259 section 8.2 leaves such strings' behaviour unpredictable)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = value[exc.start]
+        raise PayloadError(
+            400, f"{where} holds an unpaired UTF-16 surrogate (\\u{ord(char):04x}) at character {exc.start}"
+        ) from None
 
 
 def _kind(value: Any) -> str:

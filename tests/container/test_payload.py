@@ -70,6 +70,23 @@ def test_parse_errors(body: bytes, status: int, fragment: str) -> None:
     assert fragment in str(err.value)
 
 
+def test_a_byte_order_mark_is_ignored_and_escaped_surrogate_pairs_are_text() -> None:
+    body = "\ufeff".encode() + b'{"question": "\\ud83d\\ude42?", "context": "c"}'
+    assert payload.parse_request(body, JSON, 10).questions == [payload.Question("\U0001f642?", "c")]
+    lines = "\ufeff".encode() + b'{"question": "a", "context": "b"}\n'
+    assert len(payload.parse_request(lines, JSON_LINES, 10).questions) == 1
+
+
+@pytest.mark.parametrize("text", ["\\ud800", "x\\udc00", "\\ude42\\ud83d"])
+def test_unpaired_surrogates_are_400(text: str) -> None:
+    with pytest.raises(PayloadError) as err:
+        payload.parse_request(
+            b'[{"question": "q", "context": "c"}, {"question": "q", "context": "' + text.encode() + b'"}]', JSON, 10
+        )
+    assert err.value.status == 400
+    assert "item 1: 'context' holds an unpaired UTF-16 surrogate" in str(err.value)
+
+
 def test_render() -> None:
     answers = [{"answer": "a", "score": 0.5, "start": 0, "end": 1}]
     assert json.loads(payload.render(answers, False, JSON)) == answers[0]

@@ -122,6 +122,9 @@ def test_custom_attributes_pass_through_on_success_and_error(server: ServerProce
         ('["just a string"]', "must be a JSON object"),
         ("", "empty"),
         (b"\xff\xfe", "UTF-8"),
+        ('{"question": "\\ud800 why", "context": "c"}', "'question' holds an unpaired UTF-16 surrogate (\\ud800)"),
+        ('{"question": "why", "context": "c \\udfff"}', "'context' holds an unpaired UTF-16 surrogate (\\udfff)"),
+        ('{"question": "q", "context": "c", "version": ' + "7" * 5000 + "}", "digits, too long to read"),
     ],
 )
 def test_malformed_requests_are_400(server: ServerProcess, body: str | bytes, fragment: str) -> None:
