@@ -47,7 +47,7 @@ from starlette.responses import Response
 from starlette.routing import Route as HttpRoute
 
 from sagebox.box import async_inference as aio
-from sagebox.box import serverless, shadow
+from sagebox.box import eventstream, runtime_params, serverless, shadow
 from sagebox.box.invocation_metrics import (
     CLIENT_ERROR,
     FLUSH_S,
@@ -68,6 +68,10 @@ MAX_PAYLOAD = 6 * 1024 * 1024
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 INVOKED_VARIANT = "X-Amzn-Invoked-Production-Variant"
 TARGET_VARIANT = "X-Amzn-SageMaker-Target-Variant"
+# InvokeEndpointWithResponseStream's own headers, and its body's media type.
+STREAM_ACCEPT = "X-Amzn-SageMaker-Accept"
+STREAM_CONTENT_TYPE = "X-Amzn-SageMaker-Content-Type"
+EVENT_STREAM = "application/vnd.amazon.eventstream"
 COLD_START = "X-Sagebox-Cold-Start-Ms"
 SEED_ENV = "SAGEBOX_GATEWAY_SEED"
 # Copies of requests in flight to one endpoint's shadow at once; more are dropped (and counted), never queued.
@@ -391,8 +395,22 @@ def create_gateway(
         shadow_records.append(shadow.ShadowRecord(now(), route.endpoint, theirs, mine))
 
     async def invoke(request: Request) -> Response:
+        return await answer(request, stream=False)
+
+    async def invoke_stream(request: Request) -> Response:
+        return await answer(request, stream=True)
+
+    async def answer(request: Request, stream: bool) -> Response:
+        """InvokeEndpoint, or with `stream` InvokeEndpointWithResponseStream: the same request to the container,
+        whose answer then goes back as an event stream of PayloadPart events (its Accept header is
+        X-Amzn-SageMaker-Accept). The box reads the container's answer whole, so the stream carries it as one part;
+        errors before the answer are the same as InvokeEndpoint's."""
         started = timer()
         name = request.path_params["name"]
+        constraints = runtime_params.INVOKE_ENDPOINT_WITH_RESPONSE_STREAM if stream else runtime_params.INVOKE_ENDPOINT
+        invalid = runtime_params.validation_message(name, request.headers, constraints)
+        if invalid is not None:
+            return aws_error(400, "ValidationError", invalid)
         route = table.get(name)
         if route is None:
             return aws_error(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
@@ -413,9 +431,11 @@ def create_gateway(
         except BodyTooLarge as exc:
             return aws_error(413, "ValidationError", str(exc))
         headers = {"Content-Type": request.headers.get("content-type", "application/octet-stream")}
-        for name_in in ("accept", CUSTOM_ATTRIBUTES.lower()):
-            if name_in in request.headers:
-                headers[name_in] = request.headers[name_in]
+        accept = request.headers.get(STREAM_ACCEPT if stream else "accept")
+        if accept is not None:
+            headers["accept"] = accept
+        if CUSTOM_ATTRIBUTES.lower() in request.headers:
+            headers[CUSTOM_ATTRIBUTES.lower()] = request.headers[CUSTOM_ATTRIBUTES.lower()]
         key = (name, variant.name)
         if is_serverless and not activity.admit(key, int(variant.max_concurrency or 1)):
             return throttled(name, variant)
@@ -481,12 +501,12 @@ def create_gateway(
                 out_headers[CUSTOM_ATTRIBUTES] = upstream.headers[CUSTOM_ATTRIBUTES.lower()]
             if cold_s is not None:
                 out_headers[COLD_START] = f"{cold_s * 1000:.0f}"
-            return Response(
-                upstream.body,
-                status_code=200,
-                media_type=upstream.headers.get("content-type", "application/octet-stream"),
-                headers=out_headers,
-            )
+            content_type = upstream.headers.get("content-type", "application/octet-stream")
+            if stream:
+                out_headers[STREAM_CONTENT_TYPE] = content_type
+                parts = eventstream.payload_part(upstream.body) if upstream.body else b""
+                return Response(parts, status_code=200, media_type=EVENT_STREAM, headers=out_headers)
+            return Response(upstream.body, status_code=200, media_type=content_type, headers=out_headers)
         finally:
             if is_serverless:
                 activity.release(key)
@@ -531,6 +551,9 @@ def create_gateway(
 
     async def invoke_async(request: Request) -> Response:
         name = request.path_params["name"]
+        invalid = runtime_params.validation_message(name, request.headers, runtime_params.INVOKE_ENDPOINT_ASYNC)
+        if invalid is not None:
+            return aws_error(400, "ValidationError", invalid)
         route = table.get(name)
         if route is None:
             return aws_error(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
@@ -637,6 +660,7 @@ def create_gateway(
         routes=[
             HttpRoute("/endpoints/{name}/invocations", invoke, methods=["POST"]),
             HttpRoute("/endpoints/{name}/async-invocations", invoke_async, methods=["POST"]),
+            HttpRoute("/endpoints/{name}/invocations-response-stream", invoke_stream, methods=["POST"]),
             HttpRoute("/ping", health, methods=["GET"]),
         ],
         lifespan=lifespan,

@@ -72,12 +72,60 @@ def test_invoke_endpoint_returns_the_containers_answer(gateway: str, backend: Lo
     assert response["InvokedProductionVariant"] == "AllTraffic"
 
 
+def test_invoke_endpoint_with_response_stream_returns_the_answer_as_payload_parts(gateway: str) -> None:
+    response = runtime(gateway).invoke_endpoint_with_response_stream(
+        EndpointName="qa-int8",
+        Body=json.dumps(QUESTION),
+        ContentType="application/json",
+        Accept="application/json",
+        CustomAttributes="request-id=7",
+    )
+    events = list(response["Body"])  # botocore's own event-stream parser checks every CRC
+    assert events and all(set(event) == {"PayloadPart"} for event in events)
+    body = json.loads(b"".join(event["PayloadPart"]["Bytes"] for event in events))
+    assert QUESTION["context"][body["start"] : body["end"]] == body["answer"]
+    assert response["ContentType"].startswith("application/json")
+    assert response["InvokedProductionVariant"] == "AllTraffic"
+    assert response["CustomAttributes"] == "request-id=7"
+
+
+def test_a_streamed_invocation_the_container_refuses_is_a_model_error(gateway: str) -> None:
+    client = runtime(gateway)
+    with pytest.raises(client.exceptions.ModelError) as err:
+        client.invoke_endpoint_with_response_stream(
+            EndpointName="qa-int8", Body=json.dumps(QUESTION), ContentType="application/json", Accept="text/csv"
+        )
+    assert err.value.response["OriginalStatusCode"] == 406
+
+
 def test_unknown_endpoint_is_a_validation_error(gateway: str) -> None:
     with pytest.raises(ClientError) as err:
         runtime(gateway).invoke_endpoint(EndpointName="nope", Body=b"{}", ContentType="application/json")
     assert err.value.response["Error"]["Code"] == "ValidationError"
     assert "Endpoint nope of account" in err.value.response["Error"]["Message"]
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+@pytest.mark.parametrize(
+    ("parameters", "fragment"),
+    [
+        ({"CustomAttributes": "x" * 1025}, "at 'customAttributes' failed to satisfy constraint"),
+        ({"InferenceId": "i" * 65}, "at 'inferenceId' failed to satisfy constraint"),
+        ({"TargetVariant": "All_Traffic"}, "at 'targetVariant' failed to satisfy constraint"),
+    ],
+)
+def test_parameters_that_break_the_apis_constraints_are_validation_errors(
+    gateway: str, parameters: dict[str, str], fragment: str
+) -> None:
+    # botocore checks none of these bounds on the client; SageMaker does, before the container sees the request.
+    with pytest.raises(ClientError) as err:
+        runtime(gateway).invoke_endpoint(
+            EndpointName="qa-int8", Body=json.dumps(QUESTION), ContentType="application/json", **parameters
+        )
+    assert err.value.response["Error"]["Code"] == "ValidationError"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert err.value.response["Error"]["Message"].startswith("1 validation error detected: ")
+    assert fragment in err.value.response["Error"]["Message"]
 
 
 @pytest.mark.parametrize(
