@@ -16,8 +16,10 @@
    ValidationError, as is a rollback alarm that does not exist. CloudFormation updates of AWS::SageMaker::Endpoint
    call it with the template's DeploymentConfig (moto deleted and re-created the endpoint).
 4. Templates: moto ignored `EndpointName` in AWS::SageMaker::Endpoint and generated one; here it is honoured.
-5. Empty objects: moto answered `Describe*` with `VpcConfig: {}` or `DataCaptureConfig: {}` where SageMaker omits
-   them, and the SageMaker SDK's strict response shapes reject those; here they are omitted.
+5. Response shapes: moto answered `Describe*` with `VpcConfig: {}` or `DataCaptureConfig: {}` where SageMaker omits
+   them, and the SageMaker SDK's strict response shapes reject those; here they are omitted. DescribeEndpoint's
+   `DataCaptureConfig` was the endpoint config's (which the SDK's `Endpoint.get` refuses); here it is SageMaker's
+   summary, with `CaptureStatus: Stopped` (the box captures no data).
 6. `UpdateEndpointWeightsAndCapacities`: moto set the current weights and counts at once and stayed InService;
    here it sets the desired ones, the endpoint turns `Updating`, and the control plane starts or stops instances
    (autoscaling calls it too) before `CurrentInstanceCount`/`CurrentWeight` follow and it is `InService` again.
@@ -304,6 +306,35 @@ def omit_empty_objects() -> None:
             return result
 
         setattr(SageMakerResponse, action, answer)
+
+
+def capture_summary() -> None:
+    """DescribeEndpoint answers `DataCaptureConfig` in its own shape, DataCaptureConfigSummary (EnableCapture,
+    CaptureStatus, CurrentSamplingPercentage, DestinationS3Uri, KmsKeyId;
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DataCaptureConfigSummary.html), not the endpoint
+    config's, which moto copied and the SageMaker SDK's `Endpoint.get` refuses. The box captures no data, so
+    CaptureStatus is `Stopped` (idempotent)."""
+    if not _once("capture-summary"):
+        return
+    original = SageMakerResponse.describe_endpoint
+
+    def answer(self: SageMakerResponse) -> Any:
+        result = original(self)
+        body = getattr(result, "result", None)
+        config = body.get("DataCaptureConfig") if isinstance(body, dict) else None
+        if isinstance(body, dict) and isinstance(config, dict) and config:
+            summary = {
+                "EnableCapture": bool(config.get("EnableCapture", True)),
+                "CaptureStatus": "Stopped",
+                "CurrentSamplingPercentage": int(config.get("InitialSamplingPercentage", 0)),
+                "DestinationS3Uri": config.get("DestinationS3Uri", ""),
+            }
+            if config.get("KmsKeyId"):
+                summary["KmsKeyId"] = config["KmsKeyId"]
+            body["DataCaptureConfig"] = summary
+        return result
+
+    SageMakerResponse.describe_endpoint = answer  # type: ignore[method-assign]
 
 
 def _endpoint(backend: SageMakerModelBackend, endpoint_name: str) -> FakeEndpoint:

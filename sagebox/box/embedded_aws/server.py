@@ -45,6 +45,7 @@ def apply_patches(config: EmbeddedAwsConfig) -> None:
     sagemaker.accept_instance_types(instances())
     sagemaker.endpoint_lifecycle()
     sagemaker.omit_empty_objects()
+    sagemaker.capture_summary()
     sagemaker.endpoint_config_features()
     cloudformation.apply()
     kms.apply()

@@ -29,6 +29,7 @@ def sagemaker() -> Iterator[Any]:
     patch.accept_instance_types(instances())
     patch.endpoint_lifecycle()
     patch.omit_empty_objects()
+    patch.capture_summary()
     patch.endpoint_config_features()
     with mock_aws():
         client = boto3.client(
@@ -95,6 +96,34 @@ def test_serverless_and_async_configs_are_read_by_the_control_plane(sagemaker: A
     assert specs["aq"].async_config == AsyncConfig("s3://results/out", "s3://results/failed")  # type: ignore[union-attr]
     described = sagemaker.describe_endpoint(EndpointName="sl")
     assert described["ProductionVariants"][0]["CurrentServerlessConfig"]["MaxConcurrency"] == 4
+
+
+def test_describe_endpoint_answers_the_capture_summary_the_sdk_reads(sagemaker: Any) -> None:
+    from sagemaker.core.resources import Endpoint
+
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="captured",
+        ProductionVariants=[variant("AllTraffic")],
+        DataCaptureConfig={
+            "EnableCapture": True,
+            "InitialSamplingPercentage": 20,
+            "DestinationS3Uri": "s3://c/capture",
+            "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k",
+            "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+        },
+    )
+    sagemaker.create_endpoint(EndpointName="captured", EndpointConfigName="captured")
+    assert sagemaker.describe_endpoint(EndpointName="captured")["DataCaptureConfig"] == {
+        "EnableCapture": True,
+        "CaptureStatus": "Stopped",
+        "CurrentSamplingPercentage": 20,
+        "DestinationS3Uri": "s3://c/capture",
+        "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k",
+    }
+    session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+    endpoint = Endpoint.get("captured", session=session, region=REGION)  # pydantic-checked against SageMaker's shape
+    assert endpoint.data_capture_config.current_sampling_percentage == 20
+    assert "DataCaptureConfig" in sagemaker.describe_endpoint_config(EndpointConfigName="captured")
 
 
 @pytest.mark.parametrize(
