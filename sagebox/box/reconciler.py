@@ -43,6 +43,7 @@ from typing import Any
 from sagebox.box import serverless
 from sagebox.box import specs as sm
 from sagebox.box import specs as specs_mod
+from sagebox.box.data_capture import CaptureConfig
 from sagebox.box.fleet import Instance, Launcher, answers_ping, fetch_model_data, wait_healthy
 from sagebox.box.guardrails import COMPLETED, IN_PROGRESS, ROLLED_BACK, DeploymentPolicy, GuardrailError, Rollout
 from sagebox.box.routes import FleetRoute, Route, VariantRoute, save_routes
@@ -85,6 +86,7 @@ class Deployment:
     variants: list[VariantFleet]
     started_at: float
     async_config: AsyncConfig | None = None
+    capture: CaptureConfig | None = None
 
     @property
     def production(self) -> list[VariantFleet]:
@@ -370,7 +372,7 @@ class Reconciler:
         now = self._wall()
         for fleet in variants:
             fleet.warm_since = now
-        return Deployment(spec.name, spec.config_name, variants, started, spec.async_config)
+        return Deployment(spec.name, spec.config_name, variants, started, spec.async_config, spec.capture)
 
     def _current(self, name: str) -> Any:
         return self._backend().endpoints.get(name)
@@ -818,6 +820,7 @@ class Reconciler:
                     else None,
                     _shadow_routes(deployment),
                     deployment.async_config.describe() if deployment.async_config else None,
+                    deployment.capture.describe() if deployment.capture else None,
                 )
         save_routes(self._state_dir / ROUTES_FILE, routes)
 

@@ -7,8 +7,8 @@ endpoint has two fleets: the one that serves (`variants`, of endpoint config `co
 
 An endpoint may also have shadow variants (`shadows`: each gets a copy of the sampled share of requests its
 `weight` says, 0-1), serverless variants (`max_concurrency` set; `cold` when scaled to zero: no URL until the
-control plane has started an instance again) and an asynchronous config (`async_config`, AsyncInferenceConfig as
-DescribeEndpoint gives it).
+control plane has started an instance again), an asynchronous config (`async_config`, AsyncInferenceConfig as
+DescribeEndpoint gives it) and the data capture config (`capture`, DataCaptureConfig as the endpoint config gives it).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class Route:
     new_fleet: FleetRoute | None = None
     shadows: tuple[VariantRoute, ...] = ()
     async_config: dict[str, Any] | None = None
+    capture: dict[str, Any] | None = None  # DataCaptureConfig of the serving config
 
     def variant(self, name: str) -> VariantRoute | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -92,6 +93,7 @@ def load_routes(path: Path) -> dict[str, Route]:
             FleetRoute(new["config"], float(new["share"]), _variants(new["variants"])) if new else None,
             _variants(entry.get("shadows", [])),
             entry.get("async_config"),
+            entry.get("capture"),
         )
     return routes
 

@@ -47,7 +47,7 @@ from starlette.responses import Response
 from starlette.routing import Route as HttpRoute
 
 from sagebox.box import async_inference as aio
-from sagebox.box import eventstream, runtime_params, serverless, shadow
+from sagebox.box import data_capture, eventstream, runtime_params, serverless, shadow
 from sagebox.box.invocation_metrics import (
     CLIENT_ERROR,
     FLUSH_S,
@@ -265,14 +265,18 @@ def create_gateway(
     timer: Callable[[], float] = time.perf_counter,
     async_store: aio.AsyncStore | None = None,
     poll_s: float = 0.05,
+    capturer: data_capture.Capturer | None = None,
 ) -> Starlette:
     """`metrics` receives the PutMetricData datums every `flush_s` (default: the box's embedded CloudWatch);
-    `async_store` reads asynchronous inputs and writes their outcomes (default: the embedded S3 and SNS). The state
-    directory (beside `routes_path`) also receives the serverless activity file and the shadow logs."""
+    `async_store` reads asynchronous inputs and writes their outcomes and the captured data (default: the embedded S3
+    and SNS); `capturer` samples invocations for data capture. The state directory (beside `routes_path`) also
+    receives the serverless activity file and the shadow logs."""
     state_dir = routes_path.parent
     table = RouteTable(routes_path)
     client = upstream or HttpUpstream(timeout_s=60.0, connect_timeout_s=2.0)
     pick = picker or Picker()
+    store = async_store if async_store is not None else aio.EmbeddedAsyncStore(state_dir)
+    capture = capturer or data_capture.Capturer()
     sink = metrics if metrics is not None else EmbeddedCloudWatch(state_dir)
     resolution = getattr(sink, "resolution_s", None)
     recorder = InvocationRecorder(resolution() if callable(resolution) else 1.0)
@@ -502,6 +506,16 @@ def create_gateway(
             if cold_s is not None:
                 out_headers[COLD_START] = f"{cold_s * 1000:.0f}"
             content_type = upstream.headers.get("content-type", "application/octet-stream")
+            if route.capture:
+                capture.offer(
+                    data_capture.CaptureConfig.of(route.capture),
+                    name,
+                    choice.variant.name,
+                    (body, headers["Content-Type"]),
+                    (upstream.body, content_type),
+                    now(),
+                    request.headers.get(aio.INFERENCE_ID.lower()),
+                )
             if stream:
                 out_headers[STREAM_CONTENT_TYPE] = content_type
                 parts = eventstream.payload_part(upstream.body) if upstream.body else b""
@@ -543,7 +557,7 @@ def create_gateway(
         return max(1, instances) * aio.per_instance(route.async_config)
 
     dispatcher = aio.AsyncDispatcher(
-        async_store if async_store is not None else aio.EmbeddedAsyncStore(state_dir),
+        store,
         invoke_async_job,
         async_capacity,
         region,
@@ -623,6 +637,13 @@ def create_gateway(
             extra_datums.clear()
         if datums:
             await loop.run_in_executor(None, sink.publish, datums)
+        for captured in capture.drain():
+            try:
+                await loop.run_in_executor(
+                    None, store.write, captured.bucket, captured.key, captured.body, "application/jsonl"
+                )
+            except Exception as exc:  # as on SageMaker, a capture that cannot be written never fails an invocation
+                log.warning("data capture to s3://%s/%s failed: %s", captured.bucket, captured.key, exc)
 
     stopping = asyncio.Event()
 
@@ -688,7 +709,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stdout)
     seed = os.environ.get(SEED_ENV, "").strip()
-    app = create_gateway(args.routes, args.region, picker=Picker(seed=int(seed)) if seed else None)
+    app = create_gateway(
+        args.routes,
+        args.region,
+        picker=Picker(seed=int(seed)) if seed else None,
+        capturer=data_capture.Capturer(random.Random(f"{seed}:capture")) if seed else None,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False, loop="uvloop", http="httptools")
     return 0
 

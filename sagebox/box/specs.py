@@ -2,8 +2,8 @@
 
 This is SageMaker's own data model, as `DescribeEndpoint`, `DescribeEndpointConfig` and `DescribeModel` give it;
 the control plane deploys exactly this, whoever created it (cdk, boto3, the SageMaker SDK, Terraform): production
-variants (weighted), shadow variants (ShadowProductionVariants), serverless variants (ServerlessConfig) and an
-endpoint's AsyncInferenceConfig.
+variants (weighted), shadow variants (ShadowProductionVariants), serverless variants (ServerlessConfig), an
+endpoint's AsyncInferenceConfig and its DataCaptureConfig.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from sagebox.box.data_capture import CaptureConfig
 
 # EndpointStatus values the box uses (SageMaker's DescribeEndpoint).
 CREATING, UPDATING, IN_SERVICE, FAILED = "Creating", "Updating", "InService", "Failed"
@@ -123,6 +125,7 @@ class EndpointSpec:
     desired: tuple[Capacity, ...] = ()
     update_pending: bool = False  # UpdateEndpoint was called (even to the config that serves: a redeploy)
     async_config: AsyncConfig | None = None
+    capture: CaptureConfig | None = None  # the config's DataCaptureConfig
 
     @property
     def production(self) -> tuple[VariantSpec, ...]:
@@ -194,6 +197,7 @@ def read_endpoints(backend: Any) -> dict[str, EndpointSpec | SpecError]:
                 model = backend.describe_model(variant["ModelName"]).response_object
                 variants.append(variant_spec(variant, model, shadow=True))
             raw_async = config.get("AsyncInferenceConfig")
+            raw_capture = config.get("DataCaptureConfig")
             update = getattr(endpoint, "box_update", None)
             found[name] = EndpointSpec(
                 name,
@@ -206,6 +210,7 @@ def read_endpoints(backend: Any) -> dict[str, EndpointSpec | SpecError]:
                 desired=_desired(endpoint),
                 update_pending=bool(pending),
                 async_config=AsyncConfig.of(raw_async) if raw_async else None,
+                capture=CaptureConfig.of(raw_capture) if raw_capture else None,
             )
         except SpecError as exc:
             found[name] = exc

@@ -19,7 +19,7 @@
 5. Response shapes: moto answered `Describe*` with `VpcConfig: {}` or `DataCaptureConfig: {}` where SageMaker omits
    them, and the SageMaker SDK's strict response shapes reject those; here they are omitted. DescribeEndpoint's
    `DataCaptureConfig` was the endpoint config's (which the SDK's `Endpoint.get` refuses); here it is SageMaker's
-   summary, with `CaptureStatus: Stopped` (the box captures no data).
+   summary (`CaptureStatus: Started`: the runtime gateway captures the data).
 6. `UpdateEndpointWeightsAndCapacities`: moto set the current weights and counts at once and stayed InService;
    here it sets the desired ones, the endpoint turns `Updating`, and the control plane starts or stops instances
    (autoscaling calls it too) before `CurrentInstanceCount`/`CurrentWeight` follow and it is `InService` again.
@@ -312,8 +312,8 @@ def capture_summary() -> None:
     """DescribeEndpoint answers `DataCaptureConfig` in its own shape, DataCaptureConfigSummary (EnableCapture,
     CaptureStatus, CurrentSamplingPercentage, DestinationS3Uri, KmsKeyId;
     https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DataCaptureConfigSummary.html), not the endpoint
-    config's, which moto copied and the SageMaker SDK's `Endpoint.get` refuses. The box captures no data, so
-    CaptureStatus is `Stopped` (idempotent)."""
+    config's, which moto copied and the SageMaker SDK's `Endpoint.get` refuses. CaptureStatus is `Started` when
+    capture is enabled: the runtime gateway writes the sampled invocations (sagebox.box.data_capture). Idempotent."""
     if not _once("capture-summary"):
         return
     original = SageMakerResponse.describe_endpoint
@@ -325,7 +325,7 @@ def capture_summary() -> None:
         if isinstance(body, dict) and isinstance(config, dict) and config:
             summary = {
                 "EnableCapture": bool(config.get("EnableCapture", True)),
-                "CaptureStatus": "Stopped",
+                "CaptureStatus": "Started" if config.get("EnableCapture", True) else "Stopped",
                 "CurrentSamplingPercentage": int(config.get("InitialSamplingPercentage", 0)),
                 "DestinationS3Uri": config.get("DestinationS3Uri", ""),
             }

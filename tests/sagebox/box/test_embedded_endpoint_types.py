@@ -115,7 +115,7 @@ def test_describe_endpoint_answers_the_capture_summary_the_sdk_reads(sagemaker: 
     sagemaker.create_endpoint(EndpointName="captured", EndpointConfigName="captured")
     assert sagemaker.describe_endpoint(EndpointName="captured")["DataCaptureConfig"] == {
         "EnableCapture": True,
-        "CaptureStatus": "Stopped",
+        "CaptureStatus": "Started",
         "CurrentSamplingPercentage": 20,
         "DestinationS3Uri": "s3://c/capture",
         "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k",

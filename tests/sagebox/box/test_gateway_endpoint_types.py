@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from sagebox.box import async_inference as aio
-from sagebox.box import runtime_gateway, serverless, shadow
+from sagebox.box import data_capture, runtime_gateway, serverless, shadow
 from sagebox.box.routes import Route, VariantRoute, save_routes
 from sagebox.box.runtime_gateway import Picker, create_gateway
 from sagebox.box.upstream import UpstreamResponse, UpstreamUnavailable
@@ -114,6 +114,7 @@ async def gateway(
         flush_s=0.01,
         async_store=store or Store(),
         poll_s=0.001,
+        capturer=data_capture.Capturer(random.Random(seed)),
     )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -461,3 +462,46 @@ def test_async_invocations_need_an_async_endpoint_and_an_input_location(tmp_path
     assert all(r.headers["x-amzn-errortype"].startswith("ValidationError") for r in answers)
     assert "has no AsyncInferenceConfig" in answers[0].json()["message"]
     assert "InputLocation" in answers[1].json()["message"]
+
+
+# --- data capture -------------------------------------------------------------------------------------------------
+
+
+def test_answered_invocations_are_captured_to_s3_and_failures_are_not(tmp_path: Path) -> None:
+    capture = {
+        "EnableCapture": True,
+        "InitialSamplingPercentage": 100,
+        "DestinationS3Uri": "s3://captures/dc",
+        "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+        "CaptureContentTypeHeader": {"JsonContentTypes": ["application/json"]},
+    }
+    routes = tmp_path / "routes.json"
+    save_routes(
+        routes,
+        {
+            "cap": Route("cap", (VariantRoute("AllTraffic", 1.0, ("http://c1",)),), capture=capture),
+            "bad": Route("bad", (VariantRoute("AllTraffic", 1.0, ("http://c2",)),), capture=capture),
+            "off": Route("off", (VariantRoute("AllTraffic", 1.0, ("http://c1",)),)),
+        },
+    )
+    upstream = StandInUpstream({"http://c1": qa("the Amazon basin"), "http://c2": (500, b'{"error": "boom"}')})
+    store = Store()
+
+    async def main() -> None:
+        async with gateway(routes, upstream, store=store) as client:
+            assert (await invoke(client, "cap", **{"X-Amzn-SageMaker-Inference-Id": "trace-1"})).status_code == 200
+            assert (await invoke(client, "cap")).status_code == 200
+            assert (await invoke(client, "bad")).status_code == 424
+            assert (await invoke(client, "off")).status_code == 200
+            await until(lambda: sum(1 for k in store.objects if k[1].startswith("dc/cap/")) >= 1, "a capture file")
+
+    run(main())
+    assert all(bucket == "captures" for bucket, _ in store.objects)
+    keys = sorted(key for _, key in store.objects)
+    assert keys and all(key.startswith("dc/cap/AllTraffic/") and key.endswith(".jsonl") for key in keys)
+    records = [json.loads(line) for body in store.objects.values() for line in body.decode().splitlines()]
+    assert len(records) == 2
+    first = records[0]
+    assert json.loads(first["captureData"]["endpointInput"]["data"]) == json.loads(QUESTION)
+    assert json.loads(first["captureData"]["endpointOutput"]["data"])["answer"] == "the Amazon basin"
+    assert first["eventMetadata"]["inferenceId"] == "trace-1" and "inferenceId" not in records[1]["eventMetadata"]

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from botocore.exceptions import ClientError
 from sagebox.box import processes
 from sagebox.box.down import tear_down
 from sagebox.box.reconciler import load_fleet
+from sagebox.box.runtime_gateway import SEED_ENV
 from sagebox.box.state import load_state
 from sagebox.box.up import UpOptions, bring_up
 from sagebox.errors import SageboxError
@@ -43,6 +45,7 @@ def test_your_own_build_up_invoke_bench_down(built: Built, tmp_path: Path, monke
     assert built.result.returncode == 0, built.result.stderr
     state_dir = tmp_path / "state"
     monkeypatch.setenv("SAGEBOX_STATE_DIR", str(state_dir))
+    monkeypatch.setenv(SEED_ENV, "3")  # the gateway's sampling of invocations for data capture is seeded
     state = None
     try:
         state = bring_up(UpOptions(TARGETS, state_dir=state_dir, models=built.out), quiet_step)
@@ -87,6 +90,36 @@ def test_your_own_build_up_invoke_bench_down(built: Built, tmp_path: Path, monke
         with pytest.raises(runtime.exceptions.ModelError) as model_err:
             runtime.invoke_endpoint(EndpointName="sagebox-c6i-int8", Body=b"{", ContentType="application/json")
         assert model_err.value.response["OriginalStatusCode"] == 400
+
+        # Data capture as the stack configures it (10% of requests): sampled invocations land in the stack's bucket
+        # as SageMaker's JSON Lines records, under <destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/.
+        summary = sagemaker.describe_endpoint(EndpointName="sagebox-c6i-int8")["DataCaptureConfig"]
+        assert summary["CaptureStatus"] == "Started" and summary["CurrentSamplingPercentage"] == 10
+        question = {"question": "Which basin?", "context": "The Amazon rainforest covers the Amazon basin."}
+        for _ in range(40):
+            runtime.invoke_endpoint(
+                EndpointName="sagebox-c6i-int8", Body=json.dumps(question), ContentType="application/json"
+            )
+        bucket, _, prefix = summary["DestinationS3Uri"].removeprefix("s3://").partition("/")
+        s3 = session.client("s3", endpoint_url=exports["AWS_ENDPOINT_URL"])
+        keys: list[str] = []
+        for _ in range(100):  # the gateway writes what it captured once a second
+            listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/sagebox-c6i-int8/AllTraffic/")
+            keys = [item["Key"] for item in listed.get("Contents", [])]
+            if keys:
+                break
+            time.sleep(0.1)
+        assert keys and all(key.endswith(".jsonl") for key in keys)
+        records = [
+            json.loads(line)
+            for key in keys
+            for line in s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode().splitlines()
+        ]
+        assert records
+        for record in records:
+            sent, answered = record["captureData"]["endpointInput"], record["captureData"]["endpointOutput"]
+            assert set(json.loads(sent["data"])) == {"question", "context"} and sent["encoding"] == "JSON"
+            assert {"answer", "score", "start", "end"} <= set(json.loads(answered["data"]))
 
         status = cli(state_dir, "status")
         assert status.returncode == 0, status.stderr
