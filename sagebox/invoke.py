@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from sagebox.errors import SageboxError
+from sagebox.errors import SageboxError, aws_setup_error
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,11 @@ def invoke_qa(
         raise SageboxError(describe_client_error(endpoint, exc)) from None
     except EndpointConnectionError as exc:
         raise SageboxError(f"cannot reach the SageMaker runtime for {endpoint}: {exc}") from None
+    except BotoCoreError as exc:  # no credentials, an unknown profile, ...: the user's set-up, said in one line
+        setup = aws_setup_error(exc)
+        if setup is None:
+            raise
+        raise SageboxError(setup) from None
     latency_ms = (time.perf_counter() - started) * 1000.0
     answer = json.loads(payload)
     return Invocation(

@@ -8,17 +8,21 @@ hand-written held-out set on the local box, `--also-eval` otherwise) adds EM/F1 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from container.manifest import Variant
 from sagebox.bench.endpoints import BenchPlan, EndpointResult, EndpointSpec, run_benchmark, table_rows
 from sagebox.errors import SageboxError
 from sagebox.paths import REPO
 from sagebox.pipeline.squad import QAExample
 from sagebox.runtime import Runtime
+
+VARIANTS: tuple[str, ...] = get_args(Variant)
 
 # The hand-written held-out set (tests/data/heldout): never used to train, calibrate or tune, only to report.
 HELDOUT = REPO / "tests" / "data" / "heldout" / "heldout_qa.json"
@@ -60,6 +64,12 @@ def parse_endpoints(raw: Sequence[str]) -> list[EndpointSpec]:
         instance_type, _, variant = rest.partition(":")
         if not sep or not name or not instance_type:
             raise SageboxError(f"--endpoint {item!r}: expected NAME=INSTANCE_TYPE[:VARIANT]")
+        if not re.fullmatch(r"ml\.[a-z0-9-]+\.[a-z0-9]+", instance_type):
+            raise SageboxError(
+                f"--endpoint {item!r}: {instance_type!r} is not a SageMaker instance type (ml.c6i.2xlarge)"
+            )
+        if variant and variant not in VARIANTS:
+            raise SageboxError(f"--endpoint {item!r}: variant {variant!r} is not one of {', '.join(VARIANTS)}")
         specs.append(EndpointSpec(name, name, instance_type, variant or "?"))
     return specs
 

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from sagebox.errors import SageboxError
+from sagebox.errors import SageboxError, aws_setup_error
 
 # Subcommand name -> module under sagebox.cli exposing `register(subparsers)`.
 COMMANDS = (
@@ -73,6 +73,10 @@ def run_command(command: Callable[[], int | None]) -> int:
     except Exception as exc:
         if os.environ.get("SAGEBOX_DEBUG"):
             raise
+        setup = aws_setup_error(exc)
+        if setup is not None:
+            print(f"sagebox: error: {setup}", file=sys.stderr)
+            return EXIT_USER_ERROR
         first = str(exc).splitlines()[0] if str(exc) else ""
         print(
             f"sagebox: internal error: {type(exc).__name__}: {first} (rerun with SAGEBOX_DEBUG=1 for details)",
