@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from container.env import EnvError, ServerSettings
+from container.http_protocol import JsonErrorHttpToolsProtocol
 from container.logs import configure_logging
 
 if TYPE_CHECKING:  # container.app imports NumPy, whose BLAS reads the thread variables set in serve() at import
@@ -59,7 +60,7 @@ def uvicorn_config(
         port=settings.port,
         workers=settings.workers,
         loop="uvloop",
-        http="httptools",
+        http=JsonErrorHttpToolsProtocol,  # httptools, answering unparsable requests in JSON
         lifespan="on",
         log_config=None,
         access_log=False,

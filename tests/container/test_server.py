@@ -131,6 +131,30 @@ def test_malformed_requests_are_400(server: ServerProcess, body: str | bytes, fr
     assert_error(post(server, body), 400, fragment)
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+        b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: twelve\r\n\r\n",
+        b"POST /invocations HTTP/1.1\r\nHost: x\r\nBad Header Name: y\r\n\r\n",
+        b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+def test_a_request_http_cannot_parse_is_400_in_json_and_the_server_lives(server: ServerProcess, head: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(head)
+        answer = b""
+        while chunk := raw.recv(65536):  # the server closes the connection after its answer
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    assert status_line == b"HTTP/1.1 400 Bad Request"
+    assert b"content-type: application/json" in headers.lower()
+    error = json.loads(body)
+    assert error["status"] == 400 and error["message"].startswith("malformed HTTP request: ")
+    assert post(server, json.dumps(QUESTION)).status_code == 200
+
+
 def test_question_longer_than_the_largest_bucket_is_400(server: ServerProcess) -> None:
     body = json.dumps({"question": "why " * 500, "context": CONTEXT})
     assert_error(post(server, body), 400, "question is too long")
