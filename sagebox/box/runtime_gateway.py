@@ -18,7 +18,12 @@ ThrottlingException) and a request to one scaled to zero waits for its cold star
 (`POST /endpoints/{name}/async-invocations`) queues a request whose input and answer live in S3
 (sagebox.box.async_inference), and the queue's depth is published as ApproximateBacklogSize(PerInstance).
 
-Weighted choices come from one random generator per endpoint; `SAGEBOX_GATEWAY_SEED` seeds them (a test's split
+InvokeEndpointWithResponseStream (`POST /endpoints/{name}/invocations-response-stream`) sends the container's answer
+as an event stream (sagebox.box.eventstream). Parameters that break the API's constraints are refused first
+(sagebox.box.runtime_params). An endpoint config's DataCaptureConfig is carried out: a sampled share of answered
+invocations is written to S3 once a second as SageMaker's JSON Lines records (sagebox.box.data_capture).
+
+Weighted choices and capture sampling come from seeded generators when `SAGEBOX_GATEWAY_SEED` is set (a test's split
 is then the same every run).
 """
 
