@@ -18,6 +18,11 @@
    every endpoint status change, completes or fails it.
 3. Updates (sagebox.box.embedded_aws.cfn_updates): in dependency order, a replacement updates what references it,
    replaced and removed resources are deleted only once the update succeeded, and a failed update is undone.
+4. Deletes: CloudFormation cannot delete an S3 bucket that holds objects, so deleting its stack fails (the bucket's
+   resource `DELETE_FAILED` with S3's BucketNotEmpty, the stack `DELETE_FAILED`) and `cdk destroy` says so; moto
+   reported the stack deleted and left the bucket behind. Here the stack stays, `DELETE_FAILED` with the reason, and
+   nothing of it is deleted (CloudFormation would already have deleted the resources nothing failed on); emptied,
+   it deletes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import logging
 import threading
 from typing import Any
 
-from moto.cloudformation.models import CloudFormationBackend, Stack, cloudformation_backends
+from moto.cloudformation.models import CloudFormationBackend, Event, Stack, cloudformation_backends
 from moto.cloudformation.parsing import ResourceMap
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.responses import ActionResult, EmptyResult
@@ -67,6 +72,53 @@ def apply() -> None:
 
     Stack.create_resources = create_resources  # type: ignore[method-assign]
     Stack.update = update  # type: ignore[method-assign]
+    original_delete = CloudFormationBackend.delete_stack
+
+    def delete_stack(self: CloudFormationBackend, name_or_stack_id: str) -> None:
+        stack = self.stacks.get(name_or_stack_id) or next(
+            (s for s in self.stacks.values() if s.name == name_or_stack_id), None
+        )
+        full = _buckets_with_objects(stack) if stack is not None else []
+        if stack is None or not full:
+            original_delete(self, name_or_stack_id)
+            return
+        stack._add_stack_event("DELETE_IN_PROGRESS", resource_status_reason="User Initiated")
+        for logical_id, bucket in full:
+            stack.events.append(
+                Event(
+                    stack_id=stack.stack_id,
+                    stack_name=stack.name,
+                    logical_resource_id=logical_id,
+                    physical_resource_id=bucket,
+                    resource_type="AWS::S3::Bucket",
+                    resource_status="DELETE_FAILED",
+                    resource_status_reason="The bucket you tried to delete is not empty (Service: S3, Status Code: "
+                    "409, Error Code: BucketNotEmpty)",
+                    resource_properties=None,
+                )
+            )
+        failed = ", ".join(logical_id for logical_id, _ in full)
+        reason = f"The following resource(s) failed to delete: [{failed}]. "
+        stack._add_stack_event("DELETE_FAILED", resource_status_reason=reason)
+        stack.status = "DELETE_FAILED"
+        stack.status_reason = reason  # type: ignore[attr-defined]  # DescribeStacks' StackStatusReason
+
+    CloudFormationBackend.delete_stack = delete_stack  # type: ignore[method-assign]
+
+
+def _buckets_with_objects(stack: Stack) -> list[tuple[str, str]]:
+    """(logical id, bucket name) of the stack's S3 buckets that hold objects (or object versions) and are not kept
+    by `DeletionPolicy: Retain`."""
+    from moto.s3.models import FakeBucket
+
+    template = stack.template_dict.get("Resources", {}) if isinstance(stack.template_dict, dict) else {}
+    full = []
+    for logical_id, resource in list(stack.resource_map._parsed_resources.items()):
+        if not isinstance(resource, FakeBucket) or template.get(logical_id, {}).get("DeletionPolicy") == "Retain":
+            continue
+        if len(resource.keys):
+            full.append((logical_id, resource.name))
+    return full
 
 
 def _find_change_set(backend: CloudFormationBackend, name: str, stack_name: str | None) -> Any:

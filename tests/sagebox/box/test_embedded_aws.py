@@ -242,6 +242,35 @@ def test_a_failing_change_set_rolls_the_stack_back_with_its_reason(embedded_aws:
     assert failed and "no-such" in failed[0]["ResourceStatusReason"]
 
 
+def test_a_stack_whose_bucket_holds_objects_fails_to_delete_until_it_is_emptied(embedded_aws: EmbeddedAws) -> None:
+    cloudformation, s3 = embedded_aws.client("cloudformation"), embedded_aws.client("s3")
+    template = {
+        "Resources": {
+            "Data": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "kept-data"}},
+            "Logs": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "kept-logs"}, "DeletionPolicy": "Retain"},
+        }
+    }
+    change_set(cloudformation, "holds-data", template)
+    s3.put_object(Bucket="kept-data", Key="captures/one.jsonl", Body=b"{}")
+    s3.put_object(Bucket="kept-logs", Key="log", Body=b"x")  # retained: never blocks the delete
+
+    cloudformation.delete_stack(StackName="holds-data")
+    [stack] = cloudformation.describe_stacks(StackName="holds-data")["Stacks"]
+    assert stack["StackStatus"] == "DELETE_FAILED"
+    assert stack["StackStatusReason"] == "The following resource(s) failed to delete: [Data]. "
+    events = cloudformation.describe_stack_events(StackName="holds-data")["StackEvents"]
+    [failed] = [e for e in events if e["LogicalResourceId"] == "Data" and e["ResourceStatus"] == "DELETE_FAILED"]
+    assert "BucketNotEmpty" in failed["ResourceStatusReason"]
+    assert s3.get_object(Bucket="kept-data", Key="captures/one.jsonl")["Body"].read() == b"{}"  # nothing lost
+
+    s3.delete_object(Bucket="kept-data", Key="captures/one.jsonl")
+    cloudformation.delete_stack(StackName="holds-data")
+    names = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    assert "kept-data" not in names and "kept-logs" in names
+    with pytest.raises(ClientError):
+        cloudformation.describe_stacks(StackName="holds-data")
+
+
 def test_a_stack_with_an_endpoint_completes_only_when_the_endpoint_serves(
     embedded_aws: EmbeddedAws, tiny_model_tarball: Path
 ) -> None:
