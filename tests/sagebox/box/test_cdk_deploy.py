@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,3 +115,18 @@ def test_cdk_bootstrap_and_deploy_unchanged_serve_the_pushed_image(
     answer = json.loads(response["Body"].read())
     assert context[answer["start"] : answer["end"]] == answer["answer"]
     assert (state_dir / "registry" / "storage").is_dir()
+
+    # `cdk destroy`, unchanged: the stack goes, and with it the endpoint and its container.
+    destroy = npx("destroy", STACK, "--force")
+    assert destroy.returncode == 0, destroy.stdout + destroy.stderr
+    sagemaker = session.client("sagemaker", endpoint_url=aws)
+    assert [e for e in sagemaker.list_endpoints()["Endpoints"] if e["EndpointName"] == STACK] == []
+    engine = docker.DockerClient(base_url=box_env["DOCKER_HOST"], version="auto")
+    try:
+        for _ in range(300):  # the control plane stops the instance after the endpoint is deleted
+            if not engine.containers.list(filters={"label": f"org.sagebox.endpoint={STACK}"}):
+                break
+            time.sleep(0.1)
+        assert engine.containers.list(filters={"label": f"org.sagebox.endpoint={STACK}"}) == []
+    finally:
+        engine.close()
