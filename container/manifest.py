@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -15,6 +15,7 @@ MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
 
 Variant = Literal["fp32", "int8", "neuron"]
+VARIANTS: tuple[Variant, ...] = get_args(Variant)
 Runtime = Literal["torchscript", "onnxruntime", "neuron"]
 
 

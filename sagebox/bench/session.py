@@ -13,16 +13,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-from container.manifest import Variant
+from container.manifest import VARIANTS
 from sagebox.bench.endpoints import BenchPlan, EndpointResult, EndpointSpec, run_benchmark, table_rows
 from sagebox.errors import SageboxError
 from sagebox.paths import REPO
 from sagebox.pipeline.squad import QAExample
 from sagebox.runtime import Runtime
-
-VARIANTS: tuple[str, ...] = get_args(Variant)
 
 # The hand-written held-out set (tests/data/heldout): never used to train, calibrate or tune, only to report.
 HELDOUT = REPO / "tests" / "data" / "heldout" / "heldout_qa.json"

@@ -14,8 +14,6 @@ from pathlib import Path
 from container.manifest import ManifestError, load_verified
 from sagebox.pipeline.accuracy_gate import GateFailed
 
-VARIANTS = ("fp32", "int8", "neuron")
-
 
 @dataclass(frozen=True)
 class Artifacts:
