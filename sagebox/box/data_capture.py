@@ -66,6 +66,18 @@ class CaptureConfig:
             described["KmsKeyId"] = self.kms_key_id
         return described
 
+    def summary(self) -> dict[str, Any]:
+        """As DescribeEndpoint gives it (DataCaptureConfigSummary): the box captures whenever capture is enabled."""
+        summary: dict[str, Any] = {
+            "EnableCapture": self.enabled,
+            "CaptureStatus": "Started" if self.enabled else "Stopped",
+            "CurrentSamplingPercentage": self.sampling_percent,
+            "DestinationS3Uri": self.destination,
+        }
+        if self.kms_key_id:
+            summary["KmsKeyId"] = self.kms_key_id
+        return summary
+
     def encode(self, body: bytes, content_type: str, mode: str) -> dict[str, str]:
         media = content_type.split(";", 1)[0].strip().lower()
         encoding = "JSON" if media in self.json_types else "CSV" if media in self.csv_types else "BASE64"

@@ -13,12 +13,15 @@ DescribeEndpoint gives it) and the data capture config (`capture`, DataCaptureCo
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from sagebox.box.data_capture import CaptureConfig
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,11 @@ class Route:
 
     def variant(self, name: str) -> VariantRoute | None:
         return next((v for v in self.variants if v.name == name), None)
+
+    @functools.cached_property
+    def capture_config(self) -> CaptureConfig | None:
+        """`capture`, parsed once per loaded route (the gateway reads it on every invocation)."""
+        return CaptureConfig.of(self.capture) if self.capture else None
 
     def fleets(self) -> list[tuple[str, float, tuple[VariantRoute, ...]]]:
         """(config, share of traffic, variants) of each fleet that takes traffic."""

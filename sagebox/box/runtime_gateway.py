@@ -511,9 +511,9 @@ def create_gateway(
             if cold_s is not None:
                 out_headers[COLD_START] = f"{cold_s * 1000:.0f}"
             content_type = upstream.headers.get("content-type", "application/octet-stream")
-            if route.capture:
+            if route.capture_config is not None:
                 capture.offer(
-                    data_capture.CaptureConfig.of(route.capture),
+                    route.capture_config,
                     name,
                     choice.variant.name,
                     (body, headers["Content-Type"]),

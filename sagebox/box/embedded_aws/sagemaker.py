@@ -48,6 +48,7 @@ from moto.sagemaker.exceptions import ValidationError
 from moto.sagemaker.models import FakeEndpoint, FakeEndpointConfig, SageMakerModelBackend, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
+from sagebox.box.data_capture import CaptureConfig
 from sagebox.box.guardrails import DeploymentPolicy, GuardrailError
 from sagebox.box.specs import CREATING, FAILED, IN_SERVICE, UPDATING
 
@@ -323,15 +324,7 @@ def capture_summary() -> None:
         body = getattr(result, "result", None)
         config = body.get("DataCaptureConfig") if isinstance(body, dict) else None
         if isinstance(body, dict) and isinstance(config, dict) and config:
-            summary = {
-                "EnableCapture": bool(config.get("EnableCapture", True)),
-                "CaptureStatus": "Started" if config.get("EnableCapture", True) else "Stopped",
-                "CurrentSamplingPercentage": int(config.get("InitialSamplingPercentage", 0)),
-                "DestinationS3Uri": config.get("DestinationS3Uri", ""),
-            }
-            if config.get("KmsKeyId"):
-                summary["KmsKeyId"] = config["KmsKeyId"]
-            body["DataCaptureConfig"] = summary
+            body["DataCaptureConfig"] = CaptureConfig.of(config).summary()
         return result
 
     SageMakerResponse.describe_endpoint = answer  # type: ignore[method-assign]
