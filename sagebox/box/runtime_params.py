@@ -59,14 +59,11 @@ def _common(content_type: str, accept: str) -> tuple[Constraint, ...]:
     )
 
 
-INVOKE_ENDPOINT = (
-    *_common("Content-Type", "Accept"),
-    Constraint("SessionId", "X-Amzn-SageMaker-Session-Id", 256, pattern=rf"NEW_SESSION|{_NAME}"),
+# The members InvokeEndpoint and InvokeEndpointWithResponseStream share (SessionId's pattern differs between them).
+_TARGETING = (
     Constraint("PrefixAwareId", "X-Amzn-SageMaker-Prefix-Aware-Id", 64, 1, pattern=_ID),
-    Constraint("TargetModel", "X-Amzn-SageMaker-Target-Model", 1024, 1, pattern=_ID),
     Constraint("TargetVariant", "X-Amzn-SageMaker-Target-Variant", 63, pattern=_NAME),
     Constraint("TargetContainerHostname", "X-Amzn-SageMaker-Target-Container-Hostname", 63, pattern=_NAME),
-    Constraint("EnableExplanations", "X-Amzn-SageMaker-Enable-Explanations", 64, 1),
     Constraint(
         "InferenceComponentName",
         "X-Amzn-SageMaker-Inference-Component",
@@ -74,18 +71,17 @@ INVOKE_ENDPOINT = (
         pattern=r"[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?",
     ),
 )
+INVOKE_ENDPOINT = (
+    *_common("Content-Type", "Accept"),
+    *_TARGETING,
+    Constraint("SessionId", "X-Amzn-SageMaker-Session-Id", 256, pattern=rf"NEW_SESSION|{_NAME}"),
+    Constraint("TargetModel", "X-Amzn-SageMaker-Target-Model", 1024, 1, pattern=_ID),
+    Constraint("EnableExplanations", "X-Amzn-SageMaker-Enable-Explanations", 64, 1),
+)
 INVOKE_ENDPOINT_WITH_RESPONSE_STREAM = (
     *_common("Content-Type", "X-Amzn-SageMaker-Accept"),
+    *_TARGETING,
     Constraint("SessionId", "X-Amzn-SageMaker-Session-Id", 256, pattern=_NAME),
-    Constraint("PrefixAwareId", "X-Amzn-SageMaker-Prefix-Aware-Id", 64, 1, pattern=_ID),
-    Constraint("TargetVariant", "X-Amzn-SageMaker-Target-Variant", 63, pattern=_NAME),
-    Constraint("TargetContainerHostname", "X-Amzn-SageMaker-Target-Container-Hostname", 63, pattern=_NAME),
-    Constraint(
-        "InferenceComponentName",
-        "X-Amzn-SageMaker-Inference-Component",
-        63,
-        pattern=r"[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?",
-    ),
 )
 INVOKE_ENDPOINT_ASYNC = (
     *_common("X-Amzn-SageMaker-Content-Type", "X-Amzn-SageMaker-Accept"),
