@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sagebox.pipeline import synth_clauses
+from sagebox.pipeline import qa_corpus, synth_clauses
 from sagebox.pipeline.squad import load_squad
 from sagebox.pipeline.synth_squad import _FILLERS, RELATIONS, generate
 
@@ -222,3 +222,17 @@ def test_no_question_is_one_the_clause_generator_asks() -> None:
     asked = {ex.question for split, n in GENERATOR_SAMPLE for ex in synth_clauses.generate(n, GENERATOR_SEED, split)}
     assert len(asked) > 1000
     assert [qa["question"] for _, qa in questions() if qa["question"] in asked] == []
+
+
+def test_shares_no_sentence_or_question_with_the_training_corpus() -> None:
+    """The hand-written training corpus (sagebox/pipeline/corpus) is what the demo model learns most from: no
+    8-word run of its contexts and none of its questions may be in this set, nor in the tuning set."""
+    articles = qa_corpus.load()
+    runs = {run for article in articles for run in shingles(article.context)}
+    assert len(runs) > 50_000, "the corpus did not load: the check would be empty"
+    asked = {ex.question.lower() for article in articles for ex in article.examples}
+    assert shared_runs([p["context"] for p in paragraphs()], runs) == []
+    assert not {qa["question"].lower() for _, qa in questions()} & asked
+    tuning = load_squad(TUNING)
+    assert shared_runs({ex.context for ex in tuning}, runs) == []
+    assert not {ex.question.lower() for ex in tuning} & asked
