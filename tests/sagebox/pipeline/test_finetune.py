@@ -138,3 +138,24 @@ def test_batches_hold_similar_lengths_and_every_feature_once() -> None:
     spread = [max(len(f.input_ids) for f in b) - min(len(f.input_ids) for f in b) for b in batches]
     assert sum(spread) / len(spread) < 30  # random batches of 16 from 10..200 spread ~150 tokens
     assert _batches(features, 16, random.Random(1)) == batches
+
+
+def test_the_training_answer_is_the_first_gold_or_the_shortest(tiny_hf_folder: Path) -> None:
+    tok = _tokenizer(tiny_hf_folder)
+    context = "The colony holds about 16,000 species of moss."
+    golds = tuple(GoldAnswer(t, context.index(t)) for t in ("about 16,000 species", "16,000", "16,000 species"))
+    example = QAExample("1", "How many species does it hold?", context, golds)
+    spans = {}
+    for choice in ("first", "shortest"):
+        (feature,), skipped = featurize_for_training(tok, [example], max_length=64, doc_stride=16, answer=choice)
+        assert skipped == 0
+        spans[choice] = tok.decode(feature.input_ids[feature.start : feature.end + 1])
+    assert spans == {"first": "about 16, 000 species", "shortest": "16, 000"}
+
+
+def test_unknown_answer_choice_is_refused(tiny_hf_folder: Path) -> None:
+    from transformers import BertForQuestionAnswering
+
+    model = BertForQuestionAnswering.from_pretrained(str(tiny_hf_folder))
+    with pytest.raises(ValueError, match="answer must be first or shortest"):
+        train_qa(model, _tokenizer(tiny_hf_folder), generate(4, 0), TrainRecipe(answer="longest"))
