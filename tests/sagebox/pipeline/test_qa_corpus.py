@@ -29,7 +29,7 @@ def write(tmp_path: Path, qas: list[dict[str, Any]], context: str = CONTEXT, **f
     return path
 
 
-GOOD = [
+GOOD: list[dict[str, Any]] = [
     {"q": "Who made the door?", "a": ["Ilse Marr"]},
     {"q": "How long did the work take?", "a": ["eleven months"]},
     {"q": "Where did the carver learn her trade?", "a": ["Lübeck", "in Lübeck"]},
