@@ -230,7 +230,8 @@ def minilm_squad(
             "training": dataclasses.asdict(stats),
             "data": {
                 "train": "data/train.json",
-                "dev": "data/dev.json (held out: every tenth corpus article; generated dev-only names and wordings)",
+                "dev": f"data/dev.json (held out: every {recipe.corpus_dev_every}th corpus article; generated dev-only names "
+                "and wordings)",
                 "corpus": f"{len(corpus)} hand-written articles (sagebox/pipeline/corpus), "
                 f"{sum(len(a.examples) for a in corpus)} questions",
             },

@@ -7,6 +7,7 @@ import pytest
 
 from container.manifest import ManifestError, load_verified
 from sagebox.errors import SageboxError
+from sagebox.pipeline.quant_options import EMBEDDING_OP_TYPES as EMBEDDINGS
 from sagebox.pipeline.quant_options import QuantizeOptions
 from sagebox.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
 from sagebox.pipeline.squad import load_squad
@@ -80,11 +81,32 @@ def test_default_fallbacks_grow_more_conservative() -> None:
     from sagebox.pipeline.quant_options import fallbacks
 
     chain = fallbacks(QuantizeOptions())
-    assert [c.reduce_range for c in chain] == [True, False]
-    assert chain[1].fp32_op_types == ("Attention",)
+    assert [c.reduce_range for c in chain] == [False, True, False]
+    assert [c.fp32_op_types for c in chain] == [EMBEDDINGS, EMBEDDINGS, (*EMBEDDINGS, "Attention")]
+    # A recipe already on the ladder is not tried again.
+    assert fallbacks(chain[0])[0] == chain[1]
     assert fallbacks(QuantizeOptions(backend="torch")) == ()
     with pytest.raises(SageboxError, match="onnxruntime backend only"):
         QuantizeOptions(backend="torch", fp32_op_types=("Attention",))
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_embeddings_kept_in_fp32_stay_float(tiny_hf_folder: Path, tmp_path: Path, fuse: bool) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    from sagebox.pipeline.quantize import build_int8
+    from sagebox.pipeline.servable import build_fp32
+
+    build_fp32(tiny_hf_folder, tmp_path / "fp32", fuse=fuse)
+    build_int8(tiny_hf_folder, tmp_path / "fp32", tmp_path / "int8", QuantizeOptions(fp32_op_types=EMBEDDINGS))
+    graph = onnx.load(str(tmp_path / "int8" / "model.onnx")).graph
+    ops = {n.op_type for n in graph.node}
+    assert "QEmbedLayerNormalization" not in ops
+    assert "DynamicQuantizeMatMul" in ops or "MatMulInteger" in ops
+    # The word-embedding table (vocab x hidden, the largest initializer) is still FP32.
+    table = max(graph.initializer, key=lambda t: numpy_helper.to_array(t).size)
+    assert table.data_type == onnx.TensorProto.FLOAT
 
 
 def test_attention_kept_in_fp32_is_left_unquantized(tiny_hf_folder: Path, tmp_path: Path) -> None:
