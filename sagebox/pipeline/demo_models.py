@@ -132,11 +132,13 @@ class DemoRecipe:
     # another seed (184 s, lr 2e-4; 65.3 at 3e-4, 66.5 at 1.5e-4), of 2 67.3 (264 s). More generated questions than
     # ~1,000 bought nothing (2,000: 77.6 against 78.5); the corpus alone lost 7 points. At 36 % of the corpus, training
     # on the shortest gold cut: 65.7 and 67.2 (two seeds) against 62.8 and 66.3 on the first listed (tuning2 +3.5).
-    # On an Intel Xeon (2 cores, AMX) the same training runs 1.5x slower (66-80 ms a question; profiled, a third of a
-    # step is matrix products, a sixth autocast's bf16 copies): 36 % took 294 s, c3 66.9, and a cold demo ~465 s
-    # (everything but training takes ~170 s there). Sized for that machine: 26 % with the two lowest layers frozen, c3 62.3 in
-    # 198 s; 18 % with every layer trained 59.5 in 181 s; 24 % with three frozen 51.1 in 160 s; hence 22 % with two
-    # frozen. Tried and left: 160- or 128-token training windows (-4.5 / -8.8 on the first two sets), layer-wise
+    # On an Intel Xeon VM (2 cores) the same steps measured 43 to 95 ms a question within two hours (noisy
+    # neighbours; a step is a third matrix products, a sixth autocast's bf16 copies): at a slow hour 36 % took 294 s
+    # (c3 66.9) and a cold demo ~465 s. There: 26 % with the two lowest layers frozen c3 62.3 in 198 s (freezing saves
+    # ~15 % a step), 22 % frozen 59.2 in 173 s, 18 % every layer trained 59.5 in 181 s, 24 % three frozen 51.1 in
+    # 160 s. Hence 30 % with every layer trained: ~150 s of training at the EPYC's speed, a cold demo near 300 s, room
+    # for a machine 1.2x slower.
+    # Tried and left: 160- or 128-token training windows (-4.5 / -8.8 on the first two sets), layer-wise
     # learning-rate decay (-0.4), weight averaging over the second half (-1.8 and -0.7). Retraining with another seed
     # moves c3 by up to ~4.5: differences below that are noise.
     train_questions: int = 750
@@ -147,7 +149,7 @@ class DemoRecipe:
     clause_questions: int = 250
     # Passes over the hand-written corpus' training articles (a fraction trains on a seeded sample of its
     # questions); every `corpus_dev_every`-th article is kept for the dev split instead.
-    corpus_passes: float = 0.22
+    corpus_passes: float = 0.30
     corpus_dev_every: int = 20
     data_seed: int = 0
     train: TrainRecipe = field(
@@ -158,8 +160,7 @@ class DemoRecipe:
             batch_size=4,
             learning_rate=2e-4,
             head_learning_rate=1.5e-3,
-            # The embeddings and the two lowest layers (see above): backward stops at layer 2, 15 % less time.
-            frozen_layers=2,
+            frozen_layers=0,
             answer="shortest",
             # Served contexts run to 384 tokens (the Predictor's largest bucket); positions past the training window
             # are never trained.
