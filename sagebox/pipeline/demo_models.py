@@ -136,8 +136,10 @@ class DemoRecipe:
     # neighbours; a step is a third matrix products, a sixth autocast's bf16 copies): at a slow hour 36 % took 294 s
     # (c3 66.9) and a cold demo ~465 s. There: 26 % with the two lowest layers frozen c3 62.3 in 198 s (freezing saves
     # ~15 % a step), 22 % frozen 59.2 in 173 s, 18 % every layer trained 59.5 in 181 s, 24 % three frozen 51.1 in
-    # 160 s. Hence 30 % with every layer trained: ~150 s of training at the EPYC's speed, a cold demo near 300 s, room
-    # for a machine 1.2x slower.
+    # 160 s; 30 % every layer trained 65.2 in 255 s, a cold demo 428 s (everything but training ~173 s at that speed). Hence
+    # 16 % with every layer trained: ~170 s of training at ~79 ms a question, a cold demo ~345 s there and ~245 s at
+    # the EPYC's speed. Scoring the held-out set on the three endpoints at once instead of in turn was slower on 2
+    # cores (`sagebox bench --queries 10` 40-41 s against 32 s).
     # Tried and left: 160- or 128-token training windows (-4.5 / -8.8 on the first two sets), layer-wise
     # learning-rate decay (-0.4), weight averaging over the second half (-1.8 and -0.7). Retraining with another seed
     # moves c3 by up to ~4.5: differences below that are noise.
@@ -149,7 +151,7 @@ class DemoRecipe:
     clause_questions: int = 250
     # Passes over the hand-written corpus' training articles (a fraction trains on a seeded sample of its
     # questions); every `corpus_dev_every`-th article is kept for the dev split instead.
-    corpus_passes: float = 0.30
+    corpus_passes: float = 0.16
     corpus_dev_every: int = 20
     data_seed: int = 0
     train: TrainRecipe = field(
