@@ -136,10 +136,10 @@ class DemoRecipe:
     # neighbours; a step is a third matrix products, a sixth autocast's bf16 copies): at a slow hour 36 % took 294 s
     # (c3 66.9) and a cold demo ~465 s. There: 26 % with the two lowest layers frozen c3 62.3 in 198 s (freezing saves
     # ~15 % a step), 22 % frozen 59.2 in 173 s, 18 % every layer trained 59.5 in 181 s, 24 % three frozen 51.1 in
-    # 160 s; 30 % every layer trained 65.2 in 255 s, a cold demo 428 s (everything but training ~173 s at that speed). Hence
-    # 16 % with every layer trained: ~170 s of training at ~79 ms a question, a cold demo ~345 s there and ~245 s at
-    # the EPYC's speed. Scoring the held-out set on the three endpoints at once instead of in turn was slower on 2
-    # cores (`sagebox bench --queries 10` 40-41 s against 32 s).
+    # 160 s; 30 % every layer trained 65.2 in 255 s, a cold demo 428 s (everything but training ~173 s at that
+    # speed). Hence 16 % with every layer trained: 174 s of training (2,184 questions), a cold demo 342 s there, and
+    # ~245 s expected at the EPYC's speed. Scoring the held-out set on the three endpoints at once instead of in turn
+    # was slower on 2 cores (`sagebox bench --queries 10` 40-41 s against 32 s).
     # Tried and left: 160- or 128-token training windows (-4.5 / -8.8 on the first two sets), layer-wise
     # learning-rate decay (-0.4), weight averaging over the second half (-1.8 and -0.7). Retraining with another seed
     # moves c3 by up to ~4.5: differences below that are noise.
