@@ -192,6 +192,8 @@ def run(
     baseline = request.baseline or next((s.label for s in request.endpoints if s.variant == "fp32"), None)
     rows = table_rows(results, request.prices, baseline or request.endpoints[0].label, accuracy)
     if request.heldout is not None:
+        # Endpoints in turn, as the timed rounds: scoring the three demo endpoints at once was slower on 2 cores
+        # (`sagebox bench --queries 10` 40-41 s against 32 s).
         scored = BenchPlan(len(request.heldout.examples), concurrency=request.plan.concurrency, warmup=0)
         extra = run_benchmark(request.runtime.client, request.endpoints, request.heldout.examples, scored)
         heldout = _score(extra, request.heldout.examples)

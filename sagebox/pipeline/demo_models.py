@@ -138,8 +138,7 @@ class DemoRecipe:
     # ~15 % a step), 22 % frozen 59.2 in 173 s, 18 % every layer trained 59.5 in 181 s, 24 % three frozen 51.1 in
     # 160 s; 30 % every layer trained 65.2 in 255 s, a cold demo 428 s (everything but training ~173 s at that
     # speed). Hence 16 % with every layer trained: 174 s of training (2,184 questions), a cold demo 342 s there, and
-    # ~245 s expected at the EPYC's speed. Scoring the held-out set on the three endpoints at once instead of in turn
-    # was slower on 2 cores (`sagebox bench --queries 10` 40-41 s against 32 s).
+    # ~245 s expected at the EPYC's speed.
     # Half the generated questions (500) with 20 % of the corpus, the same compute: c3 61.3 against 60.0, within noise.
     # Tried and left: 160- or 128-token training windows (-4.5 / -8.8 on the first two sets), layer-wise
     # learning-rate decay (-0.4), weight averaging over the second half (-1.8 and -0.7). Retraining with another seed
@@ -238,7 +237,7 @@ def minilm_squad(
             "training": dataclasses.asdict(stats),
             "data": {
                 "train": "data/train.json",
-                "dev": f"data/dev.json (held out: every {recipe.corpus_dev_every}th corpus article; generated "
+                "dev": f"data/dev.json (held out: one corpus article in {recipe.corpus_dev_every}; generated "
                 "dev-only names and wordings)",
                 "corpus": f"{len(corpus)} hand-written articles (sagebox/pipeline/corpus), "
                 f"{sum(len(a.examples) for a in corpus)} questions",

@@ -110,10 +110,13 @@ def fallbacks(options: QuantizeOptions) -> tuple[QuantizeOptions, ...]:
     whole layers or the six FFN output MatMuls are kept in FP32 instead."""
     if options.backend != "onnxruntime" or options.mode != "dynamic":
         return ()
-    embeddings = tuple(dict.fromkeys((*options.fp32_op_types, *EMBEDDING_OP_TYPES)))
+
+    def kept(*op_types: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*options.fp32_op_types, *op_types)))
+
     candidates = [
-        dataclasses.replace(options, fp32_op_types=embeddings),
-        dataclasses.replace(options, fp32_op_types=embeddings, reduce_range=True),
-        dataclasses.replace(options, fp32_op_types=(*embeddings, "Attention")),
+        dataclasses.replace(options, fp32_op_types=kept(*EMBEDDING_OP_TYPES)),
+        dataclasses.replace(options, fp32_op_types=kept(*EMBEDDING_OP_TYPES), reduce_range=True),
+        dataclasses.replace(options, fp32_op_types=kept(*EMBEDDING_OP_TYPES, "Attention")),
     ]
     return tuple(dict.fromkeys(c for c in candidates if c != options))
