@@ -22,6 +22,7 @@ _EXPORTS = {
     "describe": "neuron_emu.runtime",
     "cost_plan": "neuron_emu.runtime",
     "compile_qa": "neuron_emu.qa",
+    "compile_model": "neuron_emu.qa",
     "CompiledArtifact": "neuron_emu.qa",
     "CompileInfo": "neuron_emu.qa",
     "DEFAULT_QA_COMPILER_ARGS": "neuron_emu.qa",

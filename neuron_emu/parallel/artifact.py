@@ -1,9 +1,15 @@
 """The saved form of a tensor-parallel model: a directory a serving process loads with one call.
 
-parallel.json        the manifest (format, degree, shapes, compiler args, model description)
+parallel.json        the manifest (format, degree, input and output shapes, output kind, compiler args, model
+                     description)
 parallel_plan.json   the tensor-parallel cost plan (an estimate)
 rank0.pt ...         one TorchScript archive per rank holding its segments `segment0..segment{K-1}`,
                      each a neuron_emu.trace module (so neuron_emu.describe / cost_plan work on them)
+
+Formats: "neuron_emu.parallel/2" (written now): the last segment takes (hidden, mask bias, reduced, *model inputs)
+and returns the model's outputs; `output_kind` says whether the model returns a Tensor ("tensor") or a tuple.
+"neuron_emu.parallel/1" (QA models only, still read): the last segment takes (hidden, mask bias, reduced) and
+returns (start_logits, end_logits); its manifest has no `output_kind` (read as "tuple").
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ import torch
 
 from neuron_emu.errors import ArtifactError
 
-FORMAT = "neuron_emu.parallel/1"
+FORMAT = "neuron_emu.parallel/2"
+FORMAT_V1 = "neuron_emu.parallel/1"
+READABLE_FORMATS = (FORMAT, FORMAT_V1)
+OUTPUT_KINDS = ("tensor", "tuple")
 MANIFEST_FILE = "parallel.json"
 PLAN_FILE = "parallel_plan.json"
 
@@ -53,10 +62,25 @@ class Manifest:
     model: dict[str, Any]
     dynamic_batch: bool = False
     files: list[str] = field(default_factory=list)
+    output_kind: str = "tuple"
     format: str = FORMAT
 
+    @property
+    def head_takes_inputs(self) -> bool:
+        """Whether the last segment takes the model's inputs after its state (not so in format 1)."""
+        return self.format != FORMAT_V1
+
+    @property
+    def batch_first_outputs(self) -> bool:
+        """Whether every output has the traced batch size as its first dimension (what dynamic batching splits)."""
+        batch = self.input_shapes[0][0] if self.input_shapes and self.input_shapes[0] else None
+        return all(len(shape) > 0 and shape[0] == batch for shape in self.output_shapes)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        raw = asdict(self)
+        if self.format == FORMAT_V1:
+            del raw["output_kind"]  # a format-1 manifest stays readable by the neuron_emu that wrote it
+        return raw
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Manifest:
@@ -110,8 +134,11 @@ def read_manifest(directory: Path) -> Manifest:
         manifest = Manifest.from_dict(raw)
     except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"{path} is not a neuron_emu.parallel manifest: {exc}") from None
-    if manifest.format != FORMAT:
-        raise ArtifactError(f"{path} has format {manifest.format!r}; this neuron_emu reads {FORMAT!r}")
+    if manifest.format not in READABLE_FORMATS:
+        readable = " or ".join(repr(f) for f in READABLE_FORMATS)
+        raise ArtifactError(f"{path} has format {manifest.format!r}; this neuron_emu reads {readable}")
+    if manifest.output_kind not in OUTPUT_KINDS:
+        raise ArtifactError(f"{path} has output_kind {manifest.output_kind!r}; expected one of {OUTPUT_KINDS}")
     missing = [name for name in manifest.files if not (directory / name).is_file()]
     if missing:
         raise ArtifactError(f"{directory} lacks {', '.join(missing)} named by its manifest")

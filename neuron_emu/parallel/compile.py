@@ -1,5 +1,11 @@
-"""`neuron_emu.parallel.trace`: compile a BERT-family QA model tensor-parallel over N emulated NeuronCores.
+"""`neuron_emu.parallel.trace`: compile a BERT-family encoder model tensor-parallel over N emulated NeuronCores.
 
+The model may be any torch module holding one BERT-family encoder (neuron_emu.parallel.encoder), whatever its head:
+a bare Hugging Face model (BertModel, BertForSequenceClassification, DistilBertForTokenClassification,
+RobertaForQuestionAnswering, ...) or a user wrapper whose forward(input_ids, attention_mask[, token_type_ids])
+calls such an encoder somewhere inside. The encoder's layers are sharded; the last segment runs the rest of the
+model (neuron_emu.parallel.head). Before tracing, the sharded model run eagerly must equal the model's own forward
+(EAGER_TOLERANCE); whether token_type_ids reach the encoder is settled the same way, by comparing outputs.
 Every rank's graphs are traced with `neuron_emu.trace` (same auto-cast numerics and cost plans as a single-core
 trace), so a sharded model and the single-core traced model differ only in how partial sums are added up.
 """
@@ -9,36 +15,47 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
 from neuron_emu.compiler_args import CompilerOptions, parse_compiler_args
-from neuron_emu.errors import TraceError
+from neuron_emu.errors import NeuronEmuError, TraceError
 from neuron_emu.hardware import target_instances
 from neuron_emu.parallel.artifact import Manifest, script_shard
 from neuron_emu.parallel.cost import InstanceLinks, ShardProfile, fit_compute, interconnect, parallel_plan
 from neuron_emu.parallel.encoder import EncoderParts, encoder_parts
+from neuron_emu.parallel.head import HeadModel, flatten_outputs
 from neuron_emu.parallel.module import ParallelModel
-from neuron_emu.parallel.shard import check_degree, divisors, rank_segments, weight_split
+from neuron_emu.parallel.shard import (
+    check_degree,
+    divisors,
+    rank_segments,
+    run_in_process,
+    run_stepwise,
+    set_token_types,
+    weight_split,
+)
 
 Tensor = torch.Tensor
 # The eager sharded model must equal the model's own forward up to fp32 summation order.
 EAGER_TOLERANCE = 1e-4
 
 
-def _inputs(example_inputs: Sequence[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    if isinstance(example_inputs, Tensor) or len(example_inputs) != 3:
-        raise TraceError("example_inputs must be (input_ids, attention_mask, token_type_ids)")
+def _inputs(example_inputs: Sequence[Tensor]) -> tuple[Tensor, ...]:
+    if isinstance(example_inputs, Tensor) or len(example_inputs) not in (2, 3):
+        raise TraceError(
+            "example_inputs must be (input_ids, attention_mask) or (input_ids, attention_mask, token_type_ids)"
+        )
     inputs = tuple(example_inputs)
     for index, x in enumerate(inputs):
         if not isinstance(x, Tensor) or x.dim() != 2 or x.dtype.is_floating_point or x.device.type != "cpu":
             raise TraceError(f"example input {index} must be a 2-D integer CPU tensor [batch, sequence]")
     if len({tuple(x.shape) for x in inputs}) != 1:
         raise TraceError(f"example inputs differ in shape: {[list(x.shape) for x in inputs]}")
-    return inputs[0], inputs[1], inputs[2]
+    return inputs
 
 
 def check_cores(
@@ -62,30 +79,91 @@ def check_cores(
         )
 
 
-def _reference(model: nn.Module, parts: EncoderParts, inputs: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, ...]:
-    if hasattr(model, "qa_outputs"):
-        ids, mask, types = inputs
-        out: Any = model(input_ids=ids, attention_mask=mask, token_type_ids=types if parts.uses_token_types else None)
-    else:
-        out = model(*inputs)
-    if hasattr(out, "start_logits"):
-        return out.start_logits, out.end_logits
-    if isinstance(out, tuple | list) and len(out) >= 2 and all(isinstance(o, Tensor) for o in out[:2]):
-        return out[0], out[1]
-    raise TraceError(f"the model returned {type(out).__name__}; a QA model returns (start_logits, end_logits)")
+def reference(model: nn.Module, inputs: tuple[Tensor, ...]) -> tuple[str, tuple[Tensor, ...]]:
+    """The model's own forward on `inputs`, called positionally as neuron_emu.trace calls it: (kind, outputs)."""
+    try:
+        with torch.no_grad():
+            out = model(*inputs)
+    except NeuronEmuError:
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise TraceError(
+            f"the model's own forward failed on the example inputs: {type(exc).__name__}: {first}"
+        ) from None
+    return flatten_outputs(out)
 
 
-def _examples(
-    per_rank: Sequence[Sequence[nn.Module]], inputs: tuple[Tensor, ...]
-) -> tuple[list[tuple[Tensor, ...]], tuple[Tensor, ...]]:
-    """Each segment's example inputs (rank 0's state, partials summed as the all-reduce does) and the outputs."""
-    examples: list[tuple[Tensor, ...]] = [inputs]
-    states = [segments[0](*inputs) for segments in per_rank]
-    for step in range(1, len(per_rank[0])):
-        reduced = torch.stack([state[2] for state in states]).sum(0)
-        examples.append((states[0][0], states[0][1], reduced))
-        states = [segments[step](state[0], state[1], reduced) for segments, state in zip(per_rank, states, strict=True)]
-    return examples, tuple(states[0])
+def _difference(expected: Sequence[Tensor], got: Sequence[Tensor]) -> tuple[float, float]:
+    """(max |difference|, the scale it is measured against); infinite when the outputs do not line up."""
+    scale = max([1.0, *(float(t.detach().double().abs().max()) for t in expected if t.numel())])
+    if len(expected) != len(got) or any(a.shape != b.shape for a, b in zip(expected, got, strict=False)):
+        return math.inf, scale
+    worst = max(
+        [0.0, *(float((a.double() - b.double()).abs().max()) for a, b in zip(expected, got, strict=True) if a.numel())]
+    )
+    return worst, scale
+
+
+def _probe(inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """The example inputs if their token types already vary, else the same with type 1 on the second half of
+    every row (a sentence pair): what tells apart a forward that passes token types on from one that does not."""
+    ids, mask, types = inputs
+    if bool((types != 0).any()):
+        return inputs
+    length = types.shape[1]
+    pattern = (torch.arange(length) >= length // 2).to(types.dtype)
+    return ids, mask, pattern.expand_as(types).contiguous()
+
+
+def _token_types(
+    model: nn.Module,
+    parts: EncoderParts,
+    inputs: tuple[Tensor, ...],
+    per_rank: Sequence[Sequence[nn.Module]],
+    expected: tuple[Tensor, ...],
+) -> bool:
+    """Whether the model's forward hands token_type_ids to its encoder: what the model declares
+    (`uses_token_types`), else whichever choice makes the sharded model agree with the model's own forward."""
+    if len(inputs) < 3 or parts.token_type_vocab == 0:
+        return False
+    if parts.token_types_declared:
+        return parts.uses_token_types
+    if parts.token_type_vocab < 2:
+        return False  # type 0 is the only one: passing them on or not computes the same
+    probe = _probe(inputs)
+    target = expected if probe is inputs else reference(model, probe)[1]
+    errors: dict[bool, float] = {}
+    for enabled in (True, False):
+        set_token_types(per_rank, enabled)
+        errors[enabled] = _difference(target, run_in_process(per_rank, probe))[0]
+    return errors[True] <= errors[False]
+
+
+def _check_head_calls(head: HeadModel, parts: EncoderParts, degree: int) -> None:
+    """The model's forward ran its encoder once per call, reaching it through the module tree (else the stubbed
+    copy in the head does not replace it, and the head would not be the rest of the model)."""
+    where = repr(parts.path) if parts.path else "the model itself"
+    if head.slot.calls == 0:
+        raise TraceError(
+            f"the model's forward did not reach its encoder at {where} through its module tree; "
+            "neuron_emu.parallel cannot separate its head from its encoder"
+        )
+    if head.slot.calls > degree:
+        raise TraceError(
+            f"the model's forward runs its encoder at {where} {head.slot.calls / degree:g} times per call; "
+            "neuron_emu.parallel shards models that run it once"
+        )
+
+
+def _check_agreement(expected: tuple[Tensor, ...], sharded: tuple[Tensor, ...]) -> None:
+    worst, scale = _difference(expected, sharded)
+    if worst > EAGER_TOLERANCE * scale:
+        detail = "different outputs" if math.isinf(worst) else f"max |difference| {worst:.2e}"
+        raise TraceError(
+            f"the sharded model disagrees with the model's own forward ({detail}): does its forward run a standard "
+            "BERT-family encoder on its inputs as given and use only the encoder's final hidden state?"
+        )
 
 
 def _latency_us(traced: torch.jit.ScriptModule) -> float:
@@ -122,11 +200,13 @@ def trace(
     links: Mapping[str, InstanceLinks] | None = None,
     threads_per_worker: int = 1,
 ) -> ParallelModel:
-    """Shard `model` (a BERT-family QA model, eval mode) over `tp_degree` emulated NeuronCores.
+    """Shard `model` (holding one BERT-family encoder, eval mode) over `tp_degree` emulated NeuronCores.
 
-    Returns a ParallelModel called as `(input_ids, attention_mask, token_type_ids) -> (start, end)`; its workers
-    start on the first call. `instance_type` (else the largest instance of `--target`, else of all) bounds the
-    degree; `links` replaces neuron_emu/data/interconnect.json for the plan.
+    `example_inputs` are (input_ids, attention_mask[, token_type_ids]), passed to the model positionally as
+    neuron_emu.trace passes them. Returns a ParallelModel called the same way that returns what neuron_emu.trace
+    of the model returns (a Tensor if the model returns one, else a tuple; a ModelOutput's values as a tuple); its
+    workers start on the first call. `instance_type` (else the largest instance of `--target`, else of all)
+    bounds the degree; `links` replaces neuron_emu/data/interconnect.json for the plan.
     """
     from neuron_emu.tracing import trace as neuron_trace
 
@@ -137,18 +217,17 @@ def trace(
     degree = check_degree(parts, tp_degree)
     check_cores(degree, instance_type, options, table)
     inputs = _inputs(example_inputs)
+    kind, expected = reference(model, inputs)
 
-    per_rank = [rank_segments(parts, degree, rank) for rank in range(degree)]
+    head = HeadModel(parts)
+    per_rank = [rank_segments(parts, degree, rank, head) for rank in range(degree)]
     with torch.no_grad():
-        expected = _reference(model, parts, inputs)
-        examples, sharded = _examples(per_rank, inputs)
-    worst = max(float((a - b).abs().max()) for a, b in zip(expected, sharded, strict=True))
-    scale = max(1.0, max(float(t.abs().max()) for t in expected))
-    if worst > EAGER_TOLERANCE * scale:
-        raise TraceError(
-            f"the sharded model disagrees with the model's own forward (max |difference| {worst:.2e}): "
-            "is it a standard BERT-family QA model?"
-        )
+        parts = replace(parts, uses_token_types=_token_types(model, parts, inputs, per_rank, expected))
+        set_token_types(per_rank, parts.uses_token_types)
+        head.slot.calls = 0
+        examples, sharded = run_stepwise(per_rank, inputs)
+    _check_head_calls(head, parts, degree)
+    _check_agreement(expected, sharded)
 
     shards: list[torch.jit.ScriptModule] = []
     rank0_latency = 0.0
@@ -200,5 +279,6 @@ def trace(
         auto_cast=options.auto_cast,
         auto_cast_type=options.auto_cast_type,
         model=parts.describe(),
+        output_kind=kind,
     )
     return ParallelModel(manifest, plan, shards=shards, threads_per_worker=threads_per_worker)

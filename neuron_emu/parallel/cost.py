@@ -36,8 +36,8 @@ ASSUMPTIONS = (
     "d <= cores per chip stays on-chip and larger d crosses NeuronLink, which then bounds every hop.",
     "No overlap of collectives with compute; the host sends the inputs to every core and reads rank 0's outputs "
     "(host transfers and launch overhead are not modelled, as in the single-core plan).",
-    "Embeddings, LayerNorms, the projections' biases and the QA head are replicated on every core; weights are "
-    "stored as auto-cast stores them (fp32 matmul weights in the cast type).",
+    "Embeddings, LayerNorms, the projections' biases and the head (every parameter outside the encoder's layers) "
+    "are replicated on every core; weights are stored as auto-cast stores them (fp32 matmul weights in the cast type).",
     "A core's HBM share is its chip's HBM divided by the chip's cores; only weights are counted against it.",
 )
 

@@ -168,12 +168,14 @@ class _Pid:
 
 
 class WorkerGroup:
-    """`degree` worker processes (one per rank) serving the graphs in `rank_files`."""
+    """`degree` worker processes (one per rank) serving the graphs in `rank_files`; `head_inputs`: whether their
+    last segment takes the request's inputs too (false for models saved in neuron_emu.parallel format 1)."""
 
     def __init__(
         self,
         rank_files: Sequence[Path],
         *,
+        head_inputs: bool = True,
         threads: int = 1,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         collective_timeout_s: float = DEFAULT_COLLECTIVE_TIMEOUT_S,
@@ -181,6 +183,7 @@ class WorkerGroup:
     ) -> None:
         self.rank_files = [Path(p) for p in rank_files]
         self.degree = len(self.rank_files)
+        self.head_inputs = head_inputs
         self.threads = threads
         self.start_timeout_s = start_timeout_s
         self.collective_timeout_s = collective_timeout_s
@@ -211,6 +214,7 @@ class WorkerGroup:
             "threads": self.threads,
             "store": str(self.store / "store"),
             "rank_files": [str(p) for p in self.rank_files],
+            "head_inputs": self.head_inputs,
             "collective_timeout_s": self.collective_timeout_s,
         }
         try:

@@ -1,7 +1,10 @@
-"""`ParallelModel`: a tensor-parallel QA model served by one worker process per emulated NeuronCore.
+"""`ParallelModel`: a tensor-parallel BERT-family model served by one worker process per emulated NeuronCore.
 
-Called like the module `neuron_emu.trace` returns for a QA model:
-`model(input_ids, attention_mask, token_type_ids) -> (start_logits, end_logits)`.
+Called like the module `neuron_emu.trace` returns for the same model: `model(input_ids, attention_mask[,
+token_type_ids])` (the inputs it was traced with) returns a Tensor if the model returns one, else a tuple of
+Tensors (a Hugging Face ModelOutput's values in order): `(start_logits, end_logits)` for a QA model, `(logits,)`
+for a classifier with return_dict=False, `(last_hidden_state, pooler_output)` for a BertModel, an embedding
+wrapper's Tensor, ... Models saved in format 1 (QA only) return `(start_logits, end_logits)` as before.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +119,7 @@ class ParallelModel(torch.nn.Module):
         files = self._files()
         group = WorkerGroup(
             [files / rank_file(rank) for rank in range(self.manifest.tp_degree)],
+            head_inputs=self.manifest.head_takes_inputs,
             threads=self.threads_per_worker,
             start_timeout_s=self.start_timeout_s,
         )
@@ -144,9 +149,9 @@ class ParallelModel(torch.nn.Module):
     def _check(self, inputs: Sequence[Tensor]) -> int:
         expected = self.manifest.input_shapes
         if len(inputs) != len(expected):
+            names = ("input_ids", "attention_mask", "token_type_ids")[: len(expected)]
             raise ArtifactError(
-                f"neuron_emu.parallel: the model takes {len(expected)} inputs "
-                f"(input_ids, attention_mask, token_type_ids), got {len(inputs)}"
+                f"neuron_emu.parallel: the model takes {len(expected)} inputs ({', '.join(names)}), got {len(inputs)}"
             )
         batch = int(expected[0][0])
         for index, (x, shape, dtype) in enumerate(zip(inputs, expected, self.manifest.input_dtypes, strict=True)):
@@ -164,33 +169,50 @@ class ParallelModel(torch.nn.Module):
             raise ArtifactError("neuron_emu.parallel: the inputs disagree on the batch size")
         return batch
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> tuple[Tensor, Tensor]:
-        inputs = (input_ids, attention_mask, token_type_ids)
+    def _run(
+        self, arrays: list[np.ndarray], traced_batch: int
+    ) -> tuple[list[np.ndarray], list[list[dict[str, float]]]]:
+        """Rank 0's outputs for the whole request and every run's timings: one run at the traced batch size, else
+        (dynamic batching) traced-size chunks, the last one padded with copies of its last row, joined along the
+        batch dimension."""
+        assert self._group is not None
+        batch = arrays[0].shape[0]
+        if batch == traced_batch:
+            outputs, timing = self._group.run(arrays)
+            return outputs, [timing]
+        timings: list[list[dict[str, float]]] = []
+        chunks: list[list[np.ndarray]] = []
+        for first in range(0, batch, traced_batch):
+            part = [a[first : first + traced_batch] for a in arrays]
+            short = traced_batch - part[0].shape[0]
+            if short:
+                part = [np.concatenate([a, np.repeat(a[-1:], short, axis=0)]) for a in part]
+            outputs, timing = self._group.run(part)
+            chunks.append([o[: traced_batch - short] for o in outputs])
+            timings.append(timing)
+        return [np.concatenate([c[i] for c in chunks]) for i in range(len(chunks[0]))], timings
+
+    def forward(self, *inputs: Tensor) -> Tensor | tuple[Tensor, ...]:
         traced_batch = self._check(inputs)
         arrays = [x.detach().cpu().contiguous().numpy() for x in inputs]
-        batch = arrays[0].shape[0]
         with self._lock:
             self._start_locked()
-            assert self._group is not None
             began = time.perf_counter()
-            chunks: list[list[np.ndarray]] = []
-            timings: list[list[dict[str, float]]] = []
-            for first in range(0, batch, traced_batch):
-                part = [a[first : first + traced_batch] for a in arrays]
-                short = traced_batch - part[0].shape[0]
-                if short:  # pad the last chunk with copies of its last row, as dynamic batching does
-                    part = [np.concatenate([a, np.repeat(a[-1:], short, axis=0)]) for a in part]
-                outputs, timing = self._group.run(part)
-                chunks.append([o[: traced_batch - short] for o in outputs])
-                timings.append(timing)
+            outputs, timings = self._run(arrays, traced_batch)
             elapsed = time.perf_counter() - began
         self.last_timing = {"request_us": elapsed * 1e6, "chunks": timings}
-        start, end = (torch.from_numpy(np.concatenate([c[i] for c in chunks])) for i in range(2))
-        return start, end
+        tensors = tuple(torch.from_numpy(o) for o in outputs)
+        return tensors[0] if self.manifest.output_kind == "tensor" else tensors
 
     def dynamic_batch(self, enabled: bool = True) -> ParallelModel:
-        """Accept any batch size (split into traced-size chunks, the last one padded); saved with the model."""
-        self.manifest = Manifest(**{**self.manifest.to_dict(), "dynamic_batch": enabled})
+        """Accept any batch size (split into traced-size chunks, the last one padded); saved with the model.
+        Needs every output to have the batch dimension first, as neuron_emu.dynamic_batch does."""
+        if enabled and not self.manifest.batch_first_outputs:
+            raise ArtifactError(
+                "neuron_emu.parallel: dynamic batching needs every output to have the batch dimension first "
+                f"(outputs {self.manifest.output_shapes} for inputs {self.manifest.input_shapes[0]})"
+            )
+        self.manifest = replace(self.manifest, dynamic_batch=enabled)
         if self.directory is not None:
             write_manifest(self.directory, self.manifest)
         return self

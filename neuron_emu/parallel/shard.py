@@ -1,21 +1,26 @@
-"""Megatron-style tensor parallelism of a BERT encoder: one rank's graphs, cut at every all-reduce.
+"""Megatron-style tensor parallelism of a BERT-family encoder: one rank's graphs, cut at every all-reduce.
 
 Per layer, each of N ranks holds heads/N attention heads (query/key/value split by output rows: column-parallel)
 and the matching input columns of the attention output projection (row-parallel), then intermediate/N rows of the
 first feed-forward matrix (column-parallel) and the matching columns of the second (row-parallel). A row-parallel
 projection yields a partial sum; the ranks all-reduce it and each adds the bias, the residual and the LayerNorm
 itself (replicated), as in Megatron-LM (Shoeybi et al. 2019, https://arxiv.org/abs/1909.08053, section 3).
-Embeddings and the QA head are replicated.
+BERT's and DistilBERT's post-LayerNorm layers split the same way. The embeddings and the head (every parameter
+outside the encoder's layers: pooler, task head, a wrapper's own modules) are replicated.
 
 The graphs of one rank are "segments" separated by the all-reduces (2 per layer):
 segment 0 embeds and starts layer 0's attention; then alternately a segment finishes an attention block and
 starts the feed-forward, or finishes a feed-forward and starts the next attention; the last one finishes the last
-feed-forward and runs the QA head. Every segment but the last returns (hidden, mask bias, partial sum); each
-takes the previous segment's hidden and mask bias and the all-reduced partial sum.
+feed-forward and runs the head (neuron_emu.parallel.head: the model's own forward with the encoder stubbed).
+Segment 0 takes the model's inputs (input_ids, attention_mask[, token_type_ids]); every segment but the last
+returns (hidden, mask bias, partial sum) and every segment after the first takes the previous segment's hidden
+and mask bias and the all-reduced partial sum; the last one also takes the model's inputs again (the head may
+use them, e.g. the attention mask for mean pooling) and returns the model's outputs as a tuple of tensors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +30,7 @@ from torch import nn
 from neuron_emu.compiler_args import CompilerOptions
 from neuron_emu.errors import TraceError
 from neuron_emu.parallel.encoder import EncoderParts, LayerParts
+from neuron_emu.parallel.head import HeadModel
 
 Tensor = torch.Tensor
 
@@ -121,16 +127,23 @@ def mask_bias(attention_mask: Tensor) -> Tensor:
 
 
 class EmbeddingSegment(nn.Module):
+    """Embed (replicated) and start layer 0's attention. `uses_token_types`: whether token_type_ids reach the
+    embeddings (else they get None and use type 0, as when the model's forward does not pass them on)."""
+
     def __init__(self, parts: EncoderParts, attention: AttentionShard) -> None:
         super().__init__()
         self.embeddings = parts.embeddings
         self.project = parts.embeddings_project
         self.attention = attention
+        self.layout = parts.layout
         self.uses_token_types = parts.uses_token_types
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> tuple[Tensor, ...]:
-        token_types = token_type_ids if self.uses_token_types else None
-        hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_types)
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, *rest: Tensor) -> tuple[Tensor, ...]:
+        if self.layout == "distilbert":
+            hidden = self.embeddings(input_ids)
+        else:
+            token_types = rest[0] if rest and self.uses_token_types else None
+            hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_types)
         if self.project is not None:
             hidden = self.project(hidden)
         bias = mask_bias(attention_mask)
@@ -164,21 +177,21 @@ class FeedForwardSegment(nn.Module):
 
 
 class HeadSegment(nn.Module):
-    """Finish the last feed-forward and run the (replicated) QA head: (start_logits, end_logits)."""
+    """Finish the last feed-forward and run the (replicated) head on the final hidden state and the model's inputs."""
 
-    def __init__(self, finish: Finish, qa_outputs: nn.Linear) -> None:
+    def __init__(self, finish: Finish, head: HeadModel) -> None:
         super().__init__()
         self.finish = finish
-        self.qa_outputs = qa_outputs
+        self.head = head
 
-    def forward(self, residual: Tensor, bias: Tensor, reduced: Tensor) -> tuple[Tensor, Tensor]:
-        logits = self.qa_outputs(self.finish(reduced, residual))
-        start, end = logits.split(1, dim=-1)
-        return start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
+    def forward(self, residual: Tensor, bias: Tensor, reduced: Tensor, *inputs: Tensor) -> tuple[Tensor, ...]:
+        outputs: tuple[Tensor, ...] = self.head(self.finish(reduced, residual), *inputs)
+        return outputs
 
 
-def rank_segments(parts: EncoderParts, degree: int, rank: int) -> list[nn.Module]:
-    """The 2 * layers + 1 graphs rank `rank` of `degree` runs, in order (eval mode)."""
+def rank_segments(parts: EncoderParts, degree: int, rank: int, head: HeadModel | None = None) -> list[nn.Module]:
+    """The 2 * layers + 1 graphs rank `rank` of `degree` runs, in order (eval mode). Ranks may share one `head`
+    (it is replicated; sharing it lets a caller see how often the model's forward reached the stubbed encoder)."""
     check_degree(parts, degree)
     if not 0 <= rank < degree:
         raise TraceError(f"rank {rank} is outside tp_degree {degree}")
@@ -194,20 +207,40 @@ def rank_segments(parts: EncoderParts, degree: int, rank: int) -> list[nn.Module
         if index + 1 < len(layers):
             segments.append(AttentionSegment(finish, AttentionShard(layers[index + 1], heads, parts.head_dim, rank)))
         else:
-            segments.append(HeadSegment(finish, parts.qa_outputs))
+            segments.append(HeadSegment(finish, head if head is not None else HeadModel(parts)))
     return [segment.eval() for segment in segments]
 
 
-def run_in_process(segments_per_rank: list[list[nn.Module]], inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    """Run every rank's segments in this process, summing partials as the all-reduce would (for checks)."""
+def run_stepwise(
+    segments_per_rank: Sequence[Sequence[nn.Module]], inputs: tuple[Tensor, ...]
+) -> tuple[list[tuple[Tensor, ...]], tuple[Tensor, ...]]:
+    """Run every rank's segments in this process, summing partials as the all-reduce would: each segment's inputs
+    (rank 0's, the examples to trace every rank's segment with) and the outputs."""
+    examples: list[tuple[Tensor, ...]] = [inputs]
     states = [segments[0](*inputs) for segments in segments_per_rank]
-    for step in range(1, len(segments_per_rank[0])):
+    last = len(segments_per_rank[0]) - 1
+    for step in range(1, last + 1):
         reduced = torch.stack([state[2] for state in states]).sum(0)
+        extra = inputs if step == last else ()
+        examples.append((states[0][0], states[0][1], reduced, *extra))
         states = [
-            segments[step](state[0], state[1], reduced)
+            segments[step](state[0], state[1], reduced, *extra)
             for segments, state in zip(segments_per_rank, states, strict=True)
         ]
-    return tuple(states[0])
+    return examples, tuple(states[0])
+
+
+def set_token_types(segments_per_rank: Sequence[Sequence[nn.Module]], enabled: bool) -> None:
+    """Whether every rank's segment 0 hands token_type_ids to the embeddings."""
+    for segments in segments_per_rank:
+        first = segments[0]
+        assert isinstance(first, EmbeddingSegment)
+        first.uses_token_types = enabled
+
+
+def run_in_process(segments_per_rank: Sequence[Sequence[nn.Module]], inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """Run every rank's segments in this process, summing partials as the all-reduce would (for checks)."""
+    return run_stepwise(segments_per_rank, inputs)[1]
 
 
 @dataclass(frozen=True)
@@ -231,20 +264,24 @@ def _stored(tensor: Tensor, matmul_operand: bool, options: CompilerOptions) -> i
 
 
 def weight_split(parts: EncoderParts, options: CompilerOptions) -> WeightSplit:
-    """Which weights tensor parallelism divides and which every core keeps whole."""
-    sharded = 0
-    replicated = 0
+    """Which weights tensor parallelism divides and which every core keeps whole.
+
+    Sharded: the layers' query/key/value and first feed-forward matrices with their biases, and the weights of the
+    row-parallel projections. Replicated: every other parameter of the model (the row-parallel biases, the
+    LayerNorms, the embeddings and the head, whatever it is), each counted once however often it is shared.
+    """
+    sharded_ids: set[int] = set()
     for layer in parts.layers:
         for linear in (layer.query, layer.key, layer.value, layer.ffn_in):
-            sharded += sum(_stored(p, True, options) for p in linear.parameters())
-        for linear in (layer.attention_out, layer.ffn_out):
-            sharded += _stored(linear.weight, True, options)
-            if linear.bias is not None:
-                replicated += _stored(linear.bias, True, options)
-        for norm in (layer.attention_norm, layer.ffn_norm):
-            replicated += sum(_stored(p, False, options) for p in norm.parameters())
-    replicated += sum(_stored(p, False, options) for p in parts.embeddings.parameters())
-    if parts.embeddings_project is not None:
-        replicated += sum(_stored(p, True, options) for p in parts.embeddings_project.parameters())
-    replicated += sum(_stored(p, True, options) for p in parts.qa_outputs.parameters())
+            sharded_ids.update(id(p) for p in linear.parameters())
+        sharded_ids.update((id(layer.attention_out.weight), id(layer.ffn_out.weight)))
+    # Linear layers' parameters are matmul operands (auto-cast stores them in the cast type); the rest are not.
+    linear_ids = {id(p) for m in parts.model.modules() if isinstance(m, nn.Linear) for p in m.parameters()}
+    sharded = 0
+    replicated = 0
+    for parameter in parts.model.parameters():
+        if id(parameter) in sharded_ids:
+            sharded += _stored(parameter, True, options)
+        else:
+            replicated += _stored(parameter, id(parameter) in linear_ids, options)
     return WeightSplit(replicated_bytes=replicated, sharded_bytes=sharded)

@@ -5,7 +5,8 @@ each message is one JSON line of settings with one socket per rank attached (SCM
 one worker per rank on them (forking a warm interpreter rather than spawning N: each torch import costs ~2.5 s
 of CPU here). Each worker loads its rank's graphs, joins a gloo process group over the loopback interface and
 serves requests sent on its own socket by the parent: it runs the segments, all-reducing the partial sums between
-them, and rank 0 replies with the outputs. Workers exit when the parent asks, when their socket reaches EOF (the
+them (the last segment also gets the request's inputs, unless the settings say `head_inputs` false: a format-1
+model), and rank 0 replies with the outputs. Workers exit when the parent asks, when their socket reaches EOF (the
 parent died) or when the server dies (Linux parent-death signal); the server exits when its control socket
 reaches EOF (the parent closed it, or died).
 Stand-in: NeuronCores and NeuronLink collectives are emulated by CPU processes and gloo all-reduces over loopback.
@@ -108,7 +109,7 @@ def serve(rank: int, conn: Connection, settings: dict[str, Any]) -> int:
                     _send(conn, ("error", rank, one_line(exc)))
                 continue
             try:
-                _send(conn, _run(rank, world, segments, message[1]))
+                _send(conn, _run(rank, world, segments, message[1], bool(settings.get("head_inputs", True))))
             except (BrokenPipeError, ConnectionResetError):
                 return 0
     finally:
@@ -116,7 +117,10 @@ def serve(rank: int, conn: Connection, settings: dict[str, Any]) -> int:
             dist.destroy_process_group()
 
 
-def _run(rank: int, world: int, segments: list[Any], arrays: list[Any]) -> tuple[Any, ...]:
+def _run(rank: int, world: int, segments: list[Any], arrays: list[Any], head_inputs: bool = True) -> tuple[Any, ...]:
+    """Run one request: segment 0 on the inputs, then each segment on the previous one's hidden state and mask bias
+    and its all-reduced partial sum; the last segment also takes the inputs when `head_inputs` (the head may use
+    them). Rank 0 replies with the last segment's outputs."""
     import torch
     import torch.distributed as dist
 
@@ -124,14 +128,17 @@ def _run(rank: int, world: int, segments: list[Any], arrays: list[Any]) -> tuple
         start = time.perf_counter()
         collective_s = 0.0
         with torch.no_grad():
-            state = segments[0](*[torch.from_numpy(a) for a in arrays])
-            for segment in segments[1:]:
+            inputs = [torch.from_numpy(a) for a in arrays]
+            state = segments[0](*inputs)
+            last = len(segments) - 1
+            for index in range(1, last + 1):
                 hidden, bias, partial = state
                 if world > 1:
                     began = time.perf_counter()
                     dist.all_reduce(partial)
                     collective_s += time.perf_counter() - began
-                state = segment(hidden, bias, partial)
+                extra = inputs if head_inputs and index == last else []
+                state = segments[index](hidden, bias, partial, *extra)
         elapsed = time.perf_counter() - start
         outputs = [t.contiguous().numpy() for t in state] if rank == 0 else None
         return ("ok", rank, outputs, {"run_us": elapsed * 1e6, "collective_us": collective_s * 1e6})

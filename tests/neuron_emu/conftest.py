@@ -81,6 +81,24 @@ class ClassifierWrapper(torch.nn.Module):
         return logits
 
 
+class SentenceEmbedder(torch.nn.Module):
+    """A sentence-embedding wrapper keeping its encoder as `.backbone`: the mean of the last hidden state over the
+    attended tokens, L2-normalised (with rsqrt: NeuronCores have no lowering for torch.linalg norms)."""
+
+    def __init__(self, backbone: torch.nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> torch.Tensor:
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        weights = attention_mask.unsqueeze(-1).to(out.last_hidden_state.dtype)
+        pooled = (out.last_hidden_state * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        embedding: torch.Tensor = pooled * torch.rsqrt((pooled * pooled).sum(-1, keepdim=True).clamp(min=1e-12))
+        return embedding
+
+
 def tiny_bert_config(**overrides: int) -> BertConfig:
     from transformers import BertConfig
 

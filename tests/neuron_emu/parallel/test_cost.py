@@ -6,8 +6,10 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 import neuron_emu
 from neuron_emu.hardware import neuron_instances
@@ -144,3 +146,37 @@ def test_a_traced_plan_agrees_with_the_cost_plans_of_its_graphs(
     slower = with_links.instance("ml.inf2.xlarge").at(2)
     faster = parallel_plan(profile, {"ml.inf2.xlarge": cheaper}).instance("ml.inf2.xlarge").at(2)
     assert slower is not None and faster is not None and faster.collective_us < slower.collective_us
+
+
+def test_every_parameter_outside_the_encoder_layers_is_replicated() -> None:
+    """The head, whatever it is (here a pooler and a 3-label classifier), counts as replicated, once."""
+    from neuron_emu.compiler_args import parse_compiler_args
+    from neuron_emu.parallel.encoder import encoder_parts
+    from neuron_emu.parallel.shard import weight_split
+    from tests.neuron_emu.parallel.conftest import head_case
+
+    model: Any = head_case("bert-sequence-classification").model
+    parts = encoder_parts(model)
+    fp32 = weight_split(parts, parse_compiler_args("--auto-cast none"))
+    assert fp32.replicated_bytes + fp32.sharded_bytes == 4 * sum(p.numel() for p in model.parameters())
+    sharded = sum(
+        p.numel()
+        for layer in parts.layers
+        for linear in (layer.query, layer.key, layer.value, layer.ffn_in)
+        for p in linear.parameters()
+    ) + sum(layer.attention_out.weight.numel() + layer.ffn_out.weight.numel() for layer in parts.layers)
+    assert fp32.sharded_bytes == 4 * sharded
+    head = sum(p.numel() for name, p in model.named_parameters() if not name.startswith("bert.encoder."))
+    layers_replicated = sum(
+        p.numel()
+        for layer in parts.layers
+        for module in (layer.attention_norm, layer.ffn_norm, layer.attention_out, layer.ffn_out)
+        for name, p in module.named_parameters()
+        if name != "weight" or isinstance(module, torch.nn.LayerNorm)
+    )
+    assert fp32.replicated_bytes == 4 * (head + layers_replicated)
+    assert sum(p.numel() for p in model.classifier.parameters()) == 32 * 3 + 3
+    # Auto-cast stores Linear weights (the classifier's and pooler's too) in the cast type, embeddings in fp32.
+    bf16 = weight_split(parts, parse_compiler_args("--auto-cast matmult --auto-cast-type bf16"))
+    linear_head = sum(p.numel() for m in (model.classifier, model.bert.pooler) for p in m.parameters())
+    assert fp32.replicated_bytes - bf16.replicated_bytes >= 2 * linear_head
