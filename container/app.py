@@ -1,5 +1,6 @@
-"""The ASGI app: SageMaker's /ping and /invocations (and /stats) over a QAService. HTTP only: reading and
-refusing bodies, content negotiation, status codes, client disconnects; the QA sequence lives in container/service.py.
+"""The ASGI app: SageMaker's /ping and /invocations (and /stats) over an InferenceService. HTTP only: reading and
+refusing bodies, content negotiation, status codes, client disconnects; the inference sequence lives in
+container/service.py and each task's request and answer shapes in container/tasks.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from container import payload
 from container.admission import Overloaded, TooLarge
 from container.env import ServerSettings
 from container.logs import ensure_logging
-from container.qa import InputTooLong
-from container.service import DeadlineExceeded, ModelStatus, NotReady, QAService, ServiceError, TooManyWindows
+from container.service import DeadlineExceeded, InferenceService, ModelStatus, NotReady, ServiceError, TooManyWindows
+from container.tasks import InputTooLong
 
 log = logging.getLogger("sagebox.server")
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
-MAX_QUESTIONS = 64
+# Inputs (questions, texts) in one request.
+MAX_ITEMS = 64
 # Service refusals by kind. Through InvokeEndpoint a client sees any 4xx/5xx of ours as ModelError, carrying our status
 # and body (AWS SDK for Java, sagemakerruntime model package: "ModelErrorException: Model (owned by the customer in
 # the container) returned 4xx or 5xx error code"): a 503 says "retry later", a 413 says retrying cannot help.
@@ -62,8 +64,14 @@ class InFlight:
         return self.cancelled + self.active
 
 
-def _json(status: int, body: bytes, request: Request | None = None, media: str = payload.JSON) -> Response:
-    headers = {}
+def _json(
+    status: int,
+    body: bytes,
+    request: Request | None = None,
+    media: str = payload.JSON,
+    extra: dict[str, str] | None = None,
+) -> Response:
+    headers = dict(extra or {})
     if request is not None and CUSTOM_ATTRIBUTES in request.headers:
         headers[CUSTOM_ATTRIBUTES] = request.headers[CUSTOM_ATTRIBUTES]
     return Response(body, status_code=status, media_type=media, headers=headers)
@@ -121,13 +129,15 @@ async def _while_connected(request: Request, work: Awaitable[T]) -> T:
 
 
 def create_app(
-    settings: ServerSettings | None = None, service: QAService | None = None, in_flight: InFlight | None = None
+    settings: ServerSettings | None = None,
+    service: InferenceService | None = None,
+    in_flight: InFlight | None = None,
 ) -> Starlette:
     """The app; `service` defaults to one built from `settings` (and started by the lifespan), `in_flight` counts
     /invocations requests for whoever reports the shutdown (container/server.py)."""
     settings = settings or ServerSettings.from_env()
     ensure_logging(settings.log_level)
-    service = service or QAService(settings)
+    service = service or InferenceService(settings)
     requests = in_flight or InFlight()
 
     async def ping(request: Request) -> Response:
@@ -155,8 +165,10 @@ def create_app(
             fmt_in = payload.request_format(request.headers.get("content-type"))
             fmt_out = payload.response_format(request.headers.get("accept"))
             body = await _read_body(request, settings.max_body_bytes)
-            parsed = payload.parse_request(body, fmt_in, MAX_QUESTIONS)
+            task = service.task
+            parsed = payload.parse_request(body, fmt_in, MAX_ITEMS, task)
             answers = await _while_connected(request, service.answer(parsed, arrived))
+            rendered, notes = task.render(parsed.items, answers, parsed.batch, parsed.parameters)
         except payload.PayloadError as exc:
             return _error(exc.status, str(exc), request)
         except (ServiceError, Overloaded, TooLarge, InputTooLong) as exc:
@@ -168,8 +180,7 @@ def create_app(
             log.exception("unhandled error in /invocations")
             return _error(500, "internal error while answering; see the server log", request)
         media = payload.JSON_LINES if fmt_out == payload.JSON_LINES else payload.JSON
-        rendered = payload.render([a.to_dict() for a in answers], parsed.batch, fmt_out)
-        return _json(200, rendered, request, media)
+        return _json(200, payload.render(rendered, parsed.batch, fmt_out), request, media, notes.headers())
 
     async def stats(request: Request) -> Response:
         body = service.stats()

@@ -12,11 +12,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from container.errors import ContainerError
 
 MANIFEST_NAME = "manifest.json"
-SCHEMA_VERSION = 1
+# 2: the task-specific fields (labels, problem_type, pooling) and the source origin/revision; 1 still reads.
+SCHEMA_VERSION = 2
 
 Variant = Literal["fp32", "int8", "neuron"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
 Runtime = Literal["torchscript", "onnxruntime", "neuron"]
+# The tasks served, named as the Hugging Face pipelines that answer the same requests.
+Task = Literal["question-answering", "text-classification", "token-classification", "feature-extraction"]
+TASKS: tuple[Task, ...] = get_args(Task)
+# What manifests of schema 1 called question answering (every model was extractive QA then).
+LEGACY_TASK_NAMES = {"extractive-qa": "question-answering"}
+ProblemType = Literal["single_label_classification", "multi_label_classification", "regression"]
+PoolingMode = Literal["cls", "max", "mean", "mean_sqrt_len"]
+POOLING_MODES: tuple[PoolingMode, ...] = get_args(PoolingMode)
 
 
 class ManifestError(ContainerError, ValueError):
@@ -81,6 +90,35 @@ class SourceSpec(BaseModel):
     name: str
     architecture: str
     license: str = "unknown"
+    # Where the weights came from: a local folder, or the Hugging Face Hub (`name` is then the repo id and
+    # `revision` the commit the build resolved and pinned).
+    origin: Literal["folder", "hub"] = "folder"
+    revision: str | None = None
+
+
+class PoolingSpec(BaseModel):
+    """How a feature-extraction model turns token states into one sentence embedding (sentence-transformers'
+    Pooling, Dense and Normalize modules). Pooling and dense layers are in the graph; normalisation is applied by the
+    server (a request may turn it off)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Concatenated in this order, as sentence-transformers' Pooling concatenates its modes.
+    modes: list[PoolingMode] = Field(min_length=1)
+    normalize: bool
+    dimension: int = Field(ge=1)
+    dense_layers: int = Field(default=0, ge=0)
+    # sentence_bert_config.json's do_lower_case: the text is lower-cased before tokenizing.
+    lowercase: bool = False
+    # Where the settings came from ("modules.json" / "default: mean pooling, no normalisation").
+    source: str = "modules.json"
+
+    @field_validator("modes")
+    @classmethod
+    def _modes_unique(cls, modes: list[PoolingMode]) -> list[PoolingMode]:
+        if len(set(modes)) != len(modes):
+            raise ValueError("pooling modes must not repeat")
+        return modes
 
 
 class Manifest(BaseModel):
@@ -88,7 +126,7 @@ class Manifest(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     tool_version: str
-    task: Literal["extractive-qa"] = "extractive-qa"
+    task: Task = "question-answering"
     variant: Variant
     runtime: Runtime
     model_file: str
@@ -97,7 +135,27 @@ class Manifest(BaseModel):
     source: SourceSpec
     quantization: QuantizationSpec | None = None
     compile: CompileSpec | None = None
+    # Classification and token classification: the label of each output index (config.json's id2label, in id order).
+    labels: list[str] | None = None
+    # Classification only: how scores come from logits (softmax, sigmoid per label, or none).
+    problem_type: ProblemType | None = None
+    # Feature extraction only.
+    pooling: PoolingSpec | None = None
     files: dict[str, str]
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, version: int) -> int:
+        if not 1 <= version <= SCHEMA_VERSION:
+            raise ValueError(
+                f"schema {version} is not one this server reads (1 to {SCHEMA_VERSION}): rebuild the model"
+            )
+        return version
+
+    @field_validator("task", mode="before")
+    @classmethod
+    def _legacy_task(cls, value: object) -> object:
+        return LEGACY_TASK_NAMES.get(value, value) if isinstance(value, str) else value
 
     @field_validator("sequence_buckets")
     @classmethod
@@ -128,7 +186,20 @@ class Manifest(BaseModel):
             raise ValueError("an int8 variant must record its quantization")
         if (self.variant == "neuron") != (self.runtime == "neuron"):
             raise ValueError("the neuron variant and the neuron runtime go together")
+        self._check_task()
         return self
+
+    def _check_task(self) -> None:
+        """Each task's fields are present, and only its own: a server never guesses what a model outputs."""
+        labelled = self.task in ("text-classification", "token-classification")
+        if labelled and not self.labels:
+            raise ValueError(f"a {self.task} model must record its labels")
+        if not labelled and self.labels is not None:
+            raise ValueError(f"a {self.task} model has no labels")
+        if (self.task == "text-classification") != (self.problem_type is not None):
+            raise ValueError("problem_type is recorded for (and only for) a text-classification model")
+        if (self.task == "feature-extraction") != (self.pooling is not None):
+            raise ValueError("pooling is recorded for (and only for) a feature-extraction model")
 
     def to_json(self) -> str:
         """Canonical text: sorted keys, so the same manifest is always the same bytes."""

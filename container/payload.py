@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from container.errors import ContainerError
+from container.tasks.base import BadInput, BadParameters, kind_of
+
+if TYPE_CHECKING:
+    from container.tasks import Task
 
 JSON = "application/json"
 JSON_LINES = "application/jsonlines"
@@ -29,15 +33,15 @@ class PayloadError(ContainerError, ValueError):
 
 
 @dataclass(frozen=True)
-class Question:
-    question: str
-    context: str
-
-
-@dataclass(frozen=True)
 class Request:
-    questions: list[Question]
+    items: list[Any]  # the task's parsed inputs, in order
     batch: bool  # the caller sent a list (or JSON Lines) and expects a list back
+    parameters: Any = None  # the task's parsed `parameters` (one set for the whole request)
+
+    @property
+    def questions(self) -> list[Any]:
+        """A question-answering request's questions (its items)."""
+        return self.items
 
 
 def media_type(header: str | None) -> str:
@@ -67,7 +71,15 @@ def response_format(accept: str | None) -> str:
     raise PayloadError(406, f"cannot answer in {accept.strip()!r}: accept application/json or application/jsonlines")
 
 
-def parse_request(body: bytes, fmt: str, max_questions: int) -> Request:
+def parse_request(body: bytes, fmt: str, max_items: int, task: Task | None = None) -> Request:
+    """The request's inputs and parameters in the Hugging Face inference toolkit's envelope
+    (`{"inputs": ..., "parameters": {...}}`, inputs one or a list) or bare (an input, or a list of them); JSON Lines
+    carry one input (bare or enveloped) per line. `task` checks each input and the parameters (default: question
+    answering, the task of models built before there were others)."""
+    if task is None:
+        from container.tasks.question_answering import QuestionAnswering
+
+        return parse_request(body, fmt, max_items, QuestionAnswering.unbound())
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -75,25 +87,59 @@ def parse_request(body: bytes, fmt: str, max_questions: int) -> Request:
     # RFC 8259 section 8.1: a parser MAY ignore a byte order mark rather than treat it as an error; some clients
     # (PowerShell, .NET's UTF8Encoding(true)) send one.
     text = text.removeprefix("\ufeff")
+    example = getattr(task, "example", "a JSON request")
     if fmt == JSON_LINES:
         lines = [line for line in text.splitlines() if line.strip()]
         if not lines:
             raise PayloadError(400, "body holds no JSON lines")
-        items = [_loads(line, f"line {n}") for n, line in enumerate(lines, 1)]
-        return Request(_questions(items, max_questions), batch=True)
-    data = _loads(text, "body")
-    if isinstance(data, dict) and "inputs" in data and "question" not in data:
-        data = data["inputs"]  # the Hugging Face inference toolkit's envelope
+        raw_items, parameters = [], None
+        for n, line in enumerate(lines, 1):
+            value, line_parameters = _unwrap(_loads(line, f"line {n}", example), task)
+            if isinstance(value, list):
+                raise PayloadError(400, f"line {n} holds a list: JSON Lines carry one input per line")
+            if line_parameters is not None and parameters is not None and line_parameters != parameters:
+                raise PayloadError(400, f"line {n}: every line must carry the same parameters")
+            parameters = line_parameters if line_parameters is not None else parameters
+            raw_items.append(value)
+        return _request(task, raw_items, True, parameters or {}, max_items)
+    data, parameters = _unwrap(_loads(text, "body", example), task)
     if isinstance(data, list):
         if not data:
             raise PayloadError(400, "the request list is empty")
-        return Request(_questions(data, max_questions), batch=True)
-    return Request(_questions([data], max_questions), batch=False)
+        return _request(task, data, True, parameters or {}, max_items)
+    return _request(task, [data], False, parameters or {}, max_items)
 
 
-def _loads(text: str, where: str) -> Any:
+def _unwrap(data: Any, task: Task) -> tuple[Any, dict[str, Any] | None]:
+    """(inputs, parameters) of the inference toolkit's envelope; a bare input is its own inputs."""
+    if not isinstance(data, dict) or "inputs" not in data or (task.name == "question-answering" and "question" in data):
+        return data, None
+    unknown = sorted(set(data) - {"inputs", "parameters"})
+    if unknown:
+        raise PayloadError(400, f"unknown field(s) {', '.join(unknown)} beside 'inputs' (and 'parameters')")
+    parameters = data.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise PayloadError(400, f"'parameters' must be an object, got {kind_of(parameters)}")
+    return data["inputs"], parameters
+
+
+def _request(task: Task, raw_items: list[Any], batch: bool, parameters: dict[str, Any], max_items: int) -> Request:
+    if len(raw_items) > max_items:
+        raise PayloadError(413, f"{len(raw_items)} inputs in one request; the limit is {max_items}")
+    try:
+        items = [
+            task.parse_item(raw, "request" if len(raw_items) == 1 and not batch else f"item {index}")
+            for index, raw in enumerate(raw_items)
+        ]
+        parsed = task.parse_parameters(parameters)
+    except (BadInput, BadParameters) as exc:
+        raise PayloadError(400, str(exc)) from None
+    return Request(items, batch, parsed)
+
+
+def _loads(text: str, where: str, example: str = "a JSON request") -> Any:
     if not text.strip():
-        raise PayloadError(400, f"{where} is empty: send a JSON object with 'question' and 'context'")
+        raise PayloadError(400, f"{where} is empty: send {example}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -108,56 +154,13 @@ def _loads(text: str, where: str) -> Any:
         ) from None
 
 
-def _questions(items: list[Any], max_questions: int) -> list[Question]:
-    if len(items) > max_questions:
-        raise PayloadError(413, f"{len(items)} questions in one request; the limit is {max_questions}")
-    return [_question(item, index if len(items) > 1 else None) for index, item in enumerate(items)]
-
-
-def _question(item: Any, index: int | None) -> Question:
-    where = "request" if index is None else f"item {index}"
-    if not isinstance(item, dict):
-        raise PayloadError(400, f"{where} must be a JSON object with 'question' and 'context', got {_kind(item)}")
-    fields = {}
-    for name in ("question", "context"):
-        if name not in item:
-            raise PayloadError(400, f"{where} is missing the field {name!r}")
-        value = item[name]
-        if not isinstance(value, str):
-            raise PayloadError(400, f"{where}: {name!r} must be a string, got {_kind(value)}")
-        if not value.strip():
-            raise PayloadError(400, f"{where}: {name!r} is empty")
-        _check_unicode(value, f"{where}: {name!r}")
-        fields[name] = value
-    version = item.get("version")
-    if version is not None and not isinstance(version, str | int | float):
-        raise PayloadError(400, f"{where}: 'version' must be a string or number, got {_kind(version)}")
-    return Question(question=fields["question"], context=fields["context"])
-
-
-def _check_unicode(value: str, where: str) -> None:
-    """Refuse text that is not Unicode: a JSON escape of one half of a UTF-16 surrogate pair ("\\ud800") parses, but no
-    tokenizer or UTF-8 response can carry it (RFC 8259 section 8.2 leaves such strings' behaviour unpredictable)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        char = value[exc.start]
-        raise PayloadError(
-            400, f"{where} holds an unpaired UTF-16 surrogate (\\u{ord(char):04x}) at character {exc.start}"
-        ) from None
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
-
-
-def render(answers: list[dict[str, Any]], batch: bool, fmt: str) -> bytes:
+def render(body: Any, batch: bool, fmt: str) -> bytes:
+    """The response body: `body` as JSON, or with JSON Lines one line per input (`body` is then the list of the
+    inputs' answers, or the single input's answer)."""
     if fmt == JSON_LINES:
-        return "".join(json.dumps(a, ensure_ascii=False) + "\n" for a in answers).encode("utf-8")
-    payload: Any = answers if batch else answers[0]
-    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        lines = body if batch else [body]
+        return "".join(json.dumps(a, ensure_ascii=False) + "\n" for a in lines).encode("utf-8")
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
 def reason(status: int) -> str:

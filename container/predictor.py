@@ -1,4 +1,4 @@
-"""In-process inference: verify and load a model directory, then answer questions (no HTTP).
+"""In-process inference: verify and load a model directory, then answer its task's inputs (no HTTP).
 
 The HTTP server and offline evaluation both run through this, so they cannot disagree.
 """
@@ -11,17 +11,17 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from container.env import DEFAULT_MAX_BATCH_TOKENS
 from container.handlers import Handler, HandlerError, RuntimeOptions, close_handler, handler_for, serve_handler_as
 from container.manifest import Manifest, load_verified, unlisted_files
-from container.qa import Answer, Feature, QAProcessor
+from container.tasks import ModelFeature, Task, WindowOutputs, task_for
 
 log = logging.getLogger("sagebox.predictor")
 
-Logits = tuple[np.ndarray, np.ndarray]
 # Told of every model call: (bucket, batch size, seconds the handler took). Runs on the calling (inference) thread.
 CallObserver = Callable[[int, int, float], None]
 
@@ -47,7 +47,7 @@ class Predictor:
         self,
         manifest: Manifest,
         handler: Handler,
-        processor: QAProcessor,
+        task: Task,
         max_batch_size: int,
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         on_call: CallObserver | None = None,
@@ -55,7 +55,7 @@ class Predictor:
     ) -> None:
         self.manifest = manifest
         self.handler = handler
-        self.processor = processor
+        self.task = task
         self.max_batch_size = max_batch_size
         self.max_batch_tokens = max_batch_tokens
         self._calls: Counter[tuple[int, int]] = Counter()  # (bucket, batch size) -> model calls
@@ -75,27 +75,22 @@ class Predictor:
             log.warning("ignoring %d file(s) the manifest does not list: %s", len(extra), ", ".join(extra[:5]))
         handler = handler_for(manifest.runtime)
         handler.load(model_dir, manifest, options.runtime)
-        processor = QAProcessor.from_file(
-            str(model_dir / manifest.tokenizer.file),
-            manifest.sequence_buckets,
-            options.doc_stride,
-            options.max_answer_tokens,
-        )
-        predictor = cls(manifest, handler, processor, options.max_batch_size, options.max_batch_tokens, on_call)
+        task = task_for(manifest, model_dir, doc_stride=options.doc_stride, max_answer_tokens=options.max_answer_tokens)
+        predictor = cls(manifest, handler, task, options.max_batch_size, options.max_batch_tokens, on_call)
         predictor.warm_up()
         return predictor
 
     def warm_up(self) -> None:
         """One inference per bucket; raises HandlerError unless every output has the right shape and is finite."""
-        for bucket in self.processor.buckets:
-            self.run([self.processor.filler_feature(bucket)])
+        for bucket in self.task.buckets:
+            self.run([self.task.filler_feature(bucket)])
 
     def batch_limit(self, bucket: int) -> int:
         """Most features of `bucket` tokens one model call takes: max_batch_size, fewer for long windows."""
         return max(1, min(self.max_batch_size, self.max_batch_tokens // bucket))
 
-    def run(self, features: Sequence[Feature]) -> list[Logits]:
-        """Logits per feature; features are grouped by bucket so no input is padded past its bucket."""
+    def run(self, features: Sequence[ModelFeature]) -> list[WindowOutputs]:
+        """The model's outputs per feature; features are grouped by bucket so no input is padded past its bucket."""
         results = self.run_wanted(features)
         complete = [r for r in results if r is not None]
         assert len(complete) == len(features)  # nothing declines without `wanted`
@@ -103,18 +98,18 @@ class Predictor:
 
     def run_wanted(
         self,
-        features: Sequence[Feature],
+        features: Sequence[ModelFeature],
         wanted: Callable[[int], bool] | None = None,
         done: Callable[[list[int]], None] | None = None,
-    ) -> list[Logits | None]:
-        """Logits per feature: same-bucket features share model calls of at most `batch_limit(bucket)` features.
+    ) -> list[WindowOutputs | None]:
+        """Outputs per feature: same-bucket features share model calls of at most `batch_limit(bucket)` features.
 
         Right before a call, `wanted(i)` is asked about each feature that would go into it: one it declines (its
         caller is gone) never reaches the model and gets None, and the call takes the next feature instead. So a
         batch whose callers leave mid-way stops costing model time. `done(indices)` hears of each call's features
         once the call returned.
         """
-        results: list[Logits | None] = [None] * len(features)
+        results: list[WindowOutputs | None] = [None] * len(features)
         by_bucket: dict[int, deque[int]] = defaultdict(deque)
         for index, feature in enumerate(features):
             by_bucket[feature.bucket].append(index)
@@ -128,33 +123,33 @@ class Predictor:
                         chunk.append(index)
                 if not chunk:
                     break
-                starts, ends = self.predict_batch([features[i] for i in chunk])
+                outputs = self.predict_batch([features[i] for i in chunk])
                 for row, i in enumerate(chunk):
-                    results[i] = (starts[row], ends[row])
+                    results[i] = tuple(output[row] for output in outputs)
                 if done is not None:
                     done(chunk)
         return results
 
-    def predict_batch(self, features: Sequence[Feature]) -> Logits:
-        """One handler call on same-bucket features; checks what the handler returns."""
+    def predict_batch(self, features: Sequence[ModelFeature]) -> tuple[np.ndarray, ...]:
+        """One handler call on same-bucket features; checks what the handler returns against the task."""
         inputs = {
             "input_ids": np.stack([f.input_ids for f in features]),
             "attention_mask": np.stack([f.attention_mask for f in features]),
             "token_type_ids": np.stack([f.token_type_ids for f in features]),
         }
         started = self._timer()
-        starts, ends = self.handler.predict(inputs)
+        outputs = tuple(self.handler.predict(inputs))
         elapsed = self._timer() - started
         bucket = features[0].bucket
         self._calls[(bucket, len(features))] += 1
         if self._on_call is not None:
             self._on_call(bucket, len(features), elapsed)
-        expected = inputs["input_ids"].shape
-        if starts.shape != expected or ends.shape != expected:
-            raise HandlerError(f"model returned logits of shape {starts.shape}/{ends.shape}, expected {expected}")
-        if not (np.isfinite(starts).all() and np.isfinite(ends).all()):
-            raise HandlerError("model returned non-finite logits")
-        return starts, ends
+        batch, seq = inputs["input_ids"].shape
+        try:
+            self.task.check_outputs(outputs, batch, seq)
+        except ValueError as exc:
+            raise HandlerError(str(exc)) from None
+        return outputs
 
     def calls_by_bucket(self) -> dict[str, dict[str, int]]:
         """Model calls so far (warm-up included) as {bucket: {batch size: count}}."""
@@ -171,16 +166,27 @@ class Predictor:
         """Release what the handler holds beyond memory (worker processes of a tensor-parallel model)."""
         close_handler(self.handler)
 
-    def answer(self, question: str, context: str) -> Answer:
-        return self.answer_many([(question, context)])[0]
-
-    def answer_many(self, pairs: Iterable[tuple[str, str]]) -> list[Answer]:
-        pairs = list(pairs)
-        features = [self.processor.featurize(q, c) for q, c in pairs]
-        flat = [f for group in features for f in group]
-        logits = self.run(flat)
+    def infer(self, items: Iterable[Any], params: Any = None) -> list[Any]:
+        """Answers for parsed inputs of the task (the service's sequence, minus admission and micro-batching)."""
+        items = list(items)
+        if params is None:
+            params = self.task.parse_parameters({})
+        groups = [self.task.featurize(item, params) for item in items]
+        outputs = self.run([f for group in groups for f in group])
         answers, cursor = [], 0
-        for (_, context), group in zip(pairs, features, strict=True):
-            answers.append(self.processor.decode(context, group, logits[cursor : cursor + len(group)]))
+        for item, group in zip(items, groups, strict=True):
+            answers.append(self.task.decode(item, group, outputs[cursor : cursor + len(group)], params))
             cursor += len(group)
         return answers
+
+    def answer(self, question: str, context: str) -> Any:
+        """A question-answering model's answer (a container.qa.Answer)."""
+        return self.answer_many([(question, context)])[0]
+
+    def answer_many(self, pairs: Iterable[tuple[str, str]]) -> list[Any]:
+        """A question-answering model's answers to (question, context) pairs."""
+        from container.tasks.question_answering import Question
+
+        if self.manifest.task != "question-answering":
+            raise HandlerError(f"this is a {self.manifest.task} model, not a question-answering one")
+        return self.infer(Question(q, c) for q, c in pairs)

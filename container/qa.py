@@ -13,16 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from container.errors import ContainerError
+from container.tasks.base import InputTooLong
+from container.tasks.text import pad_id as _pad_id
+from container.tasks.text import pick_bucket
 
 # Smallest window of context tokens worth sending next to the question.
 MIN_CONTEXT_TOKENS = 8
 # Padding for the end-logit windows of best_span, sliced rather than allocated per call (longer answers allocate).
 _NEG_INF = np.full(1024, -np.inf, dtype=np.float32)
-
-
-class InputTooLong(ContainerError, ValueError):
-    """The question alone does not fit the largest sequence bucket."""
 
 
 @dataclass(frozen=True)
@@ -61,14 +59,6 @@ class Answer:
 
     def to_dict(self) -> dict[str, object]:
         return {"answer": self.text, "score": self.score, "start": self.start, "end": self.end}
-
-
-def pick_bucket(length: int, buckets: list[int]) -> int:
-    """Smallest bucket that holds `length` tokens (callers split longer inputs first)."""
-    for bucket in buckets:
-        if length <= bucket:
-            return bucket
-    raise ValueError(f"{length} tokens exceed the largest bucket {buckets[-1]}")
 
 
 class QAProcessor:
@@ -380,9 +370,4 @@ def _is_cjk(code: int) -> bool:
     return code >= 0x3400 and any(low <= code <= high for low, high in _CJK)
 
 
-def _pad_id(tokenizer: Tokenizer) -> int:
-    for token in ("[PAD]", "<pad>", "<PAD>"):
-        token_id = tokenizer.token_to_id(token)
-        if token_id is not None:
-            return int(token_id)
-    return 0
+__all__ = ["Answer", "Feature", "InputTooLong", "QAProcessor", "answer_bounds", "best_span", "pick_bucket"]

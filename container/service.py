@@ -1,8 +1,9 @@
-"""The serving service: model lifecycle and the QA sequence, with no HTTP in sight.
+"""The serving service: model lifecycle and the inference sequence, with no HTTP in sight.
 
-`QAService.start()` verifies and loads the model on the inference thread (runtimes set per-thread state such as
-flush-to-zero at load), then drops root; `answer()` runs featurize -> window limit -> admission -> micro-batched
-model calls -> decode for one parsed request. The HTTP layer (container/app.py) maps the errors below to statuses.
+`InferenceService.start()` verifies and loads the model on the inference thread (runtimes set per-thread state such
+as flush-to-zero at load), then drops root; `answer()` runs featurize -> window limit -> admission -> micro-batched
+model calls -> decode for one parsed request, each step the model's task's (container/tasks). The HTTP layer
+(container/app.py) maps the errors below to statuses.
 
 Work whose caller is gone never reaches the model: a request that times out or whose client disconnects is
 cancelled, its queued windows leave the batcher's queue at once, and the inference thread skips the windows of
@@ -27,9 +28,9 @@ from container.env import ServerSettings
 from container.errors import ContainerError
 from container.handlers import HandlerError
 from container.manifest import ManifestError
-from container.predictor import CallObserver, Logits, Predictor, PredictorOptions
+from container.predictor import CallObserver, Predictor, PredictorOptions
 from container.privileges import Identity, drop_privileges
-from container.qa import Answer, Feature
+from container.tasks import ModelFeature, Task, WindowOutputs
 
 log = logging.getLogger("sagebox.server")
 
@@ -78,7 +79,7 @@ class _Job:
 class _Work:
     """One window of one request, as the batcher carries it."""
 
-    feature: Feature
+    feature: ModelFeature
     job: _Job
     charge: Charge
 
@@ -89,7 +90,7 @@ class _LoadFailure:
     detail: str  # for the log
 
 
-class QAService:
+class InferenceService:
     def __init__(
         self,
         settings: ServerSettings,
@@ -110,7 +111,7 @@ class QAService:
         self._drop_privileges = drop_privileges
         self._started = False
         self._predictor: Predictor | None = None
-        self._batcher: MicroBatcher[_Work, Logits | None] | None = None
+        self._batcher: MicroBatcher[_Work, WindowOutputs | None] | None = None
         self.timed_out = 0
         self.abandoned = 0
         self.dropped_features = 0  # windows the inference thread skipped: their caller was gone
@@ -122,7 +123,7 @@ class QAService:
         if self._started:
             return
         self._started = True
-        batcher: MicroBatcher[_Work, Logits | None] = MicroBatcher(
+        batcher: MicroBatcher[_Work, WindowOutputs | None] = MicroBatcher(
             self._run, self.settings.max_batch_size, self.settings.max_batch_wait_ms / 1000.0
         )
         batcher.start()
@@ -152,8 +153,10 @@ class QAService:
         self.status = ModelStatus.READY
         m = outcome.manifest
         log.info(
-            "model ready in %.1fs: variant=%s runtime=%s buckets=%s threads=%d max_batch=%d max_batch_tokens=%d",
+            "model ready in %.1fs: task=%s variant=%s runtime=%s buckets=%s threads=%d max_batch=%d "
+            "max_batch_tokens=%d",
             self.load_seconds,
+            m.task,
             m.variant,
             m.runtime,
             m.sequence_buckets,
@@ -211,23 +214,31 @@ class QAService:
         if self.status is ModelStatus.FAILED:
             raise NotReady(f"model is not available: {self.reason}")
 
-    async def answer(self, request: payload.Request, arrived: float) -> list[Answer]:
-        """Answers for `request`, in order, or a ServiceError / Refused / InputTooLong saying why not.
+    @property
+    def task(self) -> Task:
+        """The loaded model's task (parses requests and shapes answers); only once the model is READY."""
+        self.check_ready()
+        assert self._predictor is not None
+        return self._predictor.task
+
+    async def answer(self, request: payload.Request, arrived: float) -> list[Any]:
+        """Answers for `request`'s inputs, in order, or a ServiceError / Refused / InputTooLong saying why not.
 
         `arrived` (on `self.clock`) starts the SAGEMAKER_MODEL_SERVER_TIMEOUT budget.
         """
         self.check_ready()
         predictor, batcher = self._predictor, self._batcher
         assert predictor is not None and batcher is not None
+        task, params = predictor.task, request.parameters
         deadline = arrived + self.settings.timeout_s
-        chars = sum(len(q.question) + len(q.context) for q in request.questions)
+        chars = sum(task.item_chars(item) for item in request.items)
         self.admission.precheck(chars, self.clock.now(), deadline)
-        groups = await self._featurize(predictor, request, chars)
+        groups = await self._featurize(task, request, chars)
         flat = [f for group in groups for f in group]
         if len(flat) > self.settings.max_features_per_request:
             raise TooManyWindows(
                 f"request needs {len(flat)} model windows; the limit is {self.settings.max_features_per_request} "
-                "(shorten the context or split the request)"
+                "(shorten the text or split the request)"
             )
         costs = [self.cost.seconds(f.bucket) for f in flat]
         expected = sum(self.cost.expected(f.bucket) for f in flat)
@@ -237,7 +248,7 @@ class QAService:
         try:
             async with self.clock.timeout_at(deadline):  # the deadline cancels the wait, then raises TimeoutError
                 try:
-                    logits = await batcher.submit([_Work(f, job, c) for f, c in zip(flat, charges, strict=True)])
+                    outputs = await batcher.submit([_Work(f, job, c) for f, c in zip(flat, charges, strict=True)])
                 except TimeoutError as exc:  # the model's own, which is a model failure (500), not our deadline
                     raise RuntimeError(f"the model raised TimeoutError: {exc}") from exc
         except TimeoutError:
@@ -251,26 +262,26 @@ class QAService:
         finally:
             job.abandoned = True  # whatever of it is still queued is not wanted any more
             self.admission.release(charges)
-        if any(item is None for item in logits):  # the inference thread saw the deadline pass first
+        if any(item is None for item in outputs):  # the inference thread saw the deadline pass first
             self.timed_out += 1
             raise DeadlineExceeded(f"inference took longer than {self.settings.timeout_s}s")
-        complete = cast(list[Logits], logits)
+        complete = cast(list[WindowOutputs], outputs)
         answers = []
         cursor = 0
-        for question, group in zip(request.questions, groups, strict=True):
-            answers.append(predictor.processor.decode(question.context, group, complete[cursor : cursor + len(group)]))
+        for item, group in zip(request.items, groups, strict=True):
+            answers.append(task.decode(item, group, complete[cursor : cursor + len(group)], params))
             cursor += len(group)
         return answers
 
-    async def _featurize(self, predictor: Predictor, request: payload.Request, chars: int) -> list[list[Feature]]:
-        def featurize() -> list[list[Feature]]:
-            return [predictor.processor.featurize(q.question, q.context) for q in request.questions]
+    async def _featurize(self, task: Task, request: payload.Request, chars: int) -> list[list[ModelFeature]]:
+        def featurize() -> list[list[ModelFeature]]:
+            return [list(task.featurize(item, request.parameters)) for item in request.items]
 
         if chars > INLINE_TOKENIZE_CHARS:
             return await asyncio.to_thread(featurize)
         return featurize()
 
-    def _run(self, items: Sequence[_Work]) -> list[Logits | None]:
+    def _run(self, items: Sequence[_Work]) -> list[WindowOutputs | None]:
         """On the inference thread: model calls for the windows whose callers still wait and are within deadline."""
         predictor = self._predictor
         assert predictor is not None
@@ -305,6 +316,7 @@ class QAService:
             body["model_busy"] = batcher.busy
             body["model_calls"] = predictor.calls_by_bucket()
             body["manifest"] = {
+                "task": predictor.manifest.task,
                 "variant": predictor.manifest.variant,
                 "runtime": predictor.manifest.runtime,
                 "sequence_buckets": predictor.manifest.sequence_buckets,

@@ -117,3 +117,11 @@ def embedded_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedA
         for pid in (state.gateway_pid, state.aws_pid):
             if pid:
                 processes.stop(pid, timeout=40)
+
+
+@pytest.fixture(scope="session")
+def task_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+    """Every task on bert, distilbert and roberta, built once (tests/task_models.py): ~8 s a model."""
+    from tests.task_models import build_every
+
+    return build_every(tmp_path_factory.mktemp("task-builds"))

@@ -38,8 +38,9 @@ class Handler(Protocol):
         """Load the model named by the (already verified) manifest, using the CPUs as `runtime` allows."""
         ...
 
-    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
-        """Return float32 start and end logits, each [batch, seq]."""
+    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, ...]:
+        """Return the graph's outputs in order as float32 arrays, batch first (the task checks their shapes: start
+        and end logits [batch, seq] for question answering, logits [batch, labels] for classification, ...)."""
         ...
 
 

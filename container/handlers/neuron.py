@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from container.handlers.base import MODEL_INPUTS, HandlerError, ModelInputs, RuntimeOptions
+from container.handlers.torchscript import as_arrays
 from container.manifest import Manifest
 from neuron_emu.errors import NeuronEmuError
 from neuron_emu.runtime import describe, dynamic_batch, error_message
@@ -218,7 +219,7 @@ class NeuronHandler:
             graphs[bucket] = neuronx.dynamic_batch(module)
         return graphs
 
-    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, ...]:
         if not self._graphs:
             raise HandlerError("predict() called before load()")
         arrays = [inputs[name] for name in MODEL_INPUTS]
@@ -233,7 +234,7 @@ class NeuronHandler:
         args = [torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)) for a in arrays]
         try:
             with torch.inference_mode():
-                start, end = graph(*args)
+                outputs = graph(*args)
         except (
             RuntimeError,
             torch.jit.Error,
@@ -241,4 +242,4 @@ class NeuronHandler:
             raise HandlerError(f"the Neuron model failed: {error_message(exc)}") from None
         except NeuronEmuError as exc:  # a tensor-parallel worker that died, or inputs its graphs refuse
             raise HandlerError(f"the Neuron model failed: {exc}") from None
-        return start.float().numpy(), end.float().numpy()
+        return as_arrays(outputs)

@@ -51,9 +51,8 @@ class OnnxRuntimeHandler:
             raise HandlerError(f"ONNX Runtime cannot load {manifest.model_file}: {str(exc).splitlines()[0]}") from None
         self._input_names = [i.name for i in self._session.get_inputs()]
 
-    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, ...]:
         if self._session is None:
             raise HandlerError("predict() called before load()")
         feed = {name: inputs[name] for name in self._input_names}
-        start, end = self._session.run(None, feed)[:2]
-        return np.asarray(start, dtype=np.float32), np.asarray(end, dtype=np.float32)
+        return tuple(np.asarray(output, dtype=np.float32) for output in self._session.run(None, feed))

@@ -1,4 +1,4 @@
-"""TorchScript runtime: a traced, frozen module returning (start_logits, end_logits)."""
+"""TorchScript runtime: a traced, frozen module returning its task's outputs (a tensor or a tuple of them)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,18 @@ class TorchScriptHandler:
         module.eval()
         self._module = module
 
-    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, inputs: ModelInputs) -> tuple[np.ndarray, ...]:
         if self._module is None:
             raise HandlerError("predict() called before load()")
         args = [torch.from_numpy(inputs[name]) for name in MODEL_INPUTS]
         with torch.inference_mode():
-            start, end = self._module(*args)
-        return start.float().numpy(), end.float().numpy()
+            outputs = self._module(*args)
+        return as_arrays(outputs)
+
+
+def as_arrays(outputs: object) -> tuple[np.ndarray, ...]:
+    """A module's tensor, or tuple/list of tensors, as float32 NumPy arrays."""
+    tensors = outputs if isinstance(outputs, tuple | list) else (outputs,)
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise HandlerError(f"the model returned {type(outputs).__name__}, not tensors")
+    return tuple(t.float().numpy() for t in tensors)

@@ -34,7 +34,7 @@ def batch_gain(predictor: Predictor, buckets: Iterable[int], batches: Sequence[i
     """Per bucket: P50 milliseconds per sample alone and in batches of each size, and the gain over alone."""
     result: Json = {"batches": list(batches), "buckets": {}}
     for bucket in buckets:
-        feature = predictor.processor.filler_feature(bucket)
+        feature = predictor.task.filler_feature(bucket)
         runners = {"1": partial(predictor.predict_batch, [feature])}
         runners.update({str(n): partial(predictor.predict_batch, [feature] * n) for n in batches})
         times = interleaved_latency(runners, rounds, warmup=2)
@@ -108,7 +108,7 @@ def model_ceiling(
     result: Json = {"threads": threads, **batch_gain(predictor, buckets, batches)}
     manifest = predictor.manifest
     if manifest.runtime == "onnxruntime":
-        feature = predictor.processor.filler_feature(profile_bucket)
+        feature = predictor.task.filler_feature(profile_bucket)
         feed = dict(zip(MODEL_INPUTS, (feature.input_ids, feature.attention_mask, feature.token_type_ids), strict=True))
         result["ops_at_bucket"] = profile_bucket
         result["op_gain"] = op_gain_by_type(model_dir / manifest.model_file, feed, max(batches), threads)

@@ -23,6 +23,7 @@ import numpy as np
 from container.handlers.onnx import open_session
 from container.predictor import Predictor, PredictorOptions
 from container.qa import Feature
+from container.tasks.question_answering import qa_processor
 from sagebox.bench.latency import interleaved_latency, summarize
 
 Json = dict[str, Any]
@@ -79,7 +80,7 @@ def layer_norm_kernels(seq: int, hidden: int, threads: int, rounds: int = 200) -
 
 def padded_feature(predictor: Predictor, bucket: int, fill: float = 0.75) -> Feature:
     """A `bucket`-long feature whose last quarter is padding, like most real requests."""
-    full = predictor.processor.filler_feature(bucket)
+    full = qa_processor(predictor.task).filler_feature(bucket)
     length = max(8, int(bucket * fill))
     mask = np.zeros(bucket, dtype=np.int64)
     mask[:length] = 1

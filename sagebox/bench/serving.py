@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from container.tasks.question_answering import qa_processor
 from sagebox.bench.latency import interleaved_latency
 from sagebox.bench.loadgen import LoadPlan, run_load
 from sagebox.bench.stats import summarize_ms
@@ -103,7 +104,7 @@ def measure_overhead(
         invoke = HttpInvoker(server.port)
         for name, body in bodies.items():
             request = json.loads(body)
-            [feature] = predictor.processor.featurize(request["question"], request["context"])
+            [feature] = qa_processor(predictor.task).featurize(request["question"], request["context"])
             calls: dict[str, Callable[[], object]] = {
                 "http_invocations": partial(invoke, body),
                 "direct_handler_call": partial(predictor.predict_batch, [feature]),
@@ -180,8 +181,8 @@ def measure_batch_ceiling(model_dir: Path) -> dict[str, Any]:
 
     settings = ServerSettings.from_env({})
     predictor = Predictor.load(model_dir, PredictorOptions(threads=settings.intra_op_threads))
-    buckets = [b for b in (64, 128, 256, 384) if b in predictor.processor.buckets]
-    profile_bucket = 128 if 128 in buckets else predictor.processor.buckets[0]
+    buckets = [b for b in (64, 128, 256, 384) if b in predictor.task.buckets]
+    profile_bucket = 128 if 128 in buckets else predictor.task.buckets[0]
     batches = sorted({2, 4, settings.max_batch_size})
     return model_ceiling(predictor, model_dir, buckets, batches, settings.intra_op_threads, profile_bucket)
 

@@ -1,4 +1,4 @@
-"""`sagebox compile`: a Neuron (Inferentia2/Trainium) model directory from a Hugging Face QA folder."""
+"""`sagebox compile`: a Neuron (Inferentia2/Trainium) model directory from a Hugging Face model (any task)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ BACKEND_CHOICES: dict[str, Backend] = {"neuron-emu": "neuron_emu", "torch-neuron
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="compile for NeuronCores: one graph per sequence bucket")
-    p.add_argument("--model", type=Path, required=True, help="Hugging Face model folder (config, weights, tokenizer)")
+    from sagebox.cli.build import add_model_options
+
+    add_model_options(p)
     p.add_argument("--out", type=Path, required=True, help="model directory to write")
     p.add_argument("--batch-size", type=int, default=1, help="traced batch size (dynamic batching splits/pads)")
     p.add_argument(
@@ -52,10 +54,16 @@ def run(args: argparse.Namespace) -> int:
         raise SageboxError("--batch-size must be at least 1")
     if args.tensor_parallel < 1:
         raise SageboxError("--tensor-parallel must be at least 1")
+    from sagebox.pipeline.hf_task import detect_task
+    from sagebox.pipeline.servable import ModelSource
+
     backend = BACKEND_CHOICES[args.backend]
+    source = ModelSource.resolve(args.model, lambda line: console().print(f"[dim]{line}[/]"))
     manifest = build_neuron(
-        args.model,
+        source.folder,
         args.out,
+        info=detect_task(source.folder, args.task),
+        source=source,
         batch_size=args.batch_size,
         compiler_args=args.compiler_args,
         backend=backend,
@@ -63,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     )
     out = console()
     out.print(
-        f"wrote {args.out}: {manifest.runtime} model ({args.backend}), buckets {manifest.sequence_buckets}, "
+        f"wrote {args.out}: {manifest.task} {manifest.runtime} model ({args.backend}), "
+        f"buckets {manifest.sequence_buckets}, "
         f"{manifest.compile.auto_cast if manifest.compile else '?'} auto-cast"
     )
     if backend != "neuron_emu":

@@ -1,4 +1,4 @@
-"""`sagebox evaluate`: SQuAD v1.1 EM/F1 of a model directory, through the serving predictor."""
+"""`sagebox evaluate`: a model directory's accuracy on labelled data of its task, through the serving predictor."""
 
 from __future__ import annotations
 
@@ -10,9 +10,17 @@ from sagebox.cli.common import console, default_threads
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="SQuAD EM/F1 of a model directory (the code path the server runs)")
+    p = sub.add_parser(
+        "evaluate", help="accuracy of a model directory on its task's labelled data (the code path the server runs)"
+    )
     p.add_argument("--model-dir", type=Path, required=True, help="directory holding manifest.json")
-    p.add_argument("--data", type=Path, required=True, help="SQuAD v1.1 JSON with gold answers")
+    p.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="labelled data: SQuAD v1.1 JSON (question-answering), JSON Lines/CSV text,label (text-classification), "
+        "JSON Lines text+entities (token-classification), JSON Lines query+positive (feature-extraction)",
+    )
     p.add_argument("--threads", type=int, default=None, help="inference threads (default: all CPUs)")
     p.add_argument("--predictions", type=Path, help="also write {question id: answer} JSON here")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
@@ -20,10 +28,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sagebox.pipeline.evaluate import Evaluation
     from sagebox.pipeline.quantize_flow import evaluate_only
-    from sagebox.pipeline.tables import evaluation_table
+    from sagebox.pipeline.tables import evaluation_table, task_evaluation_table
 
     evaluation = evaluate_only(args.model_dir, args.data, args.threads or default_threads())
+    if not isinstance(evaluation, Evaluation):
+        if args.json:
+            print(json.dumps(evaluation.summary(), indent=2, sort_keys=True))
+        else:
+            console().print(task_evaluation_table(evaluation))
+        return 0
     if args.predictions:
         args.predictions.write_text(json.dumps(evaluation.predictions, indent=1, sort_keys=True) + "\n")
     if args.json:

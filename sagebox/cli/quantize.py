@@ -1,4 +1,4 @@
-"""`sagebox quantize`: FP32 + INT8 artifacts from a Hugging Face QA folder, gated on SQuAD F1."""
+"""`sagebox quantize`: FP32 + INT8 artifacts from a Hugging Face model (any task), gated on its task's accuracy."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ EXIT_GATE_FAILED = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from sagebox.pipeline.accuracy_gate import DEFAULT_MAX_F1_DROP
+    from sagebox.cli.build import add_gate_options, add_model_options
     from sagebox.pipeline.quant_options import (
         BACKENDS,
         DEFAULT_BACKEND,
@@ -24,16 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "quantize",
-        help="export FP32, quantize INT8, evaluate both on SQuAD data, fail if INT8 loses too much F1",
+        help="export FP32, quantize INT8, evaluate both, fail if INT8 loses too much accuracy",
         description="Writes OUT/fp32, OUT/int8 and OUT/quantize-report.json. Exits 3 (and deletes OUT/int8) "
-        "when INT8 F1 falls more than --max-f1-drop below FP32.",
+        "when INT8 falls more than --max-drop points below FP32 on the task's metrics (or, for embeddings, under "
+        "--min-cosine).",
     )
-    p.add_argument(
-        "--model", type=Path, required=True, help="Hugging Face folder (config.json, weights, tokenizer.json)"
-    )
+    add_model_options(p)
     p.add_argument("--out", type=Path, required=True, help="output directory (replaced atomically)")
-    p.add_argument("--eval", type=Path, required=True, help="SQuAD v1.1 JSON with gold answers for the accuracy gate")
-    p.add_argument("--calibration", type=Path, help="SQuAD v1.1 JSON for static calibration (default: the --eval file)")
+    add_gate_options(p)
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND)
     p.add_argument("--mode", choices=MODES, default=DEFAULT_MODE)
     p.add_argument("--batches", type=int, default=DEFAULT_CALIBRATION_BATCHES, help="calibration batches (static)")
@@ -46,7 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor instead of per channel")
     p.add_argument("--reduce-range", action="store_true", help="7-bit weights (helps CPUs without VNNI)")
-    p.add_argument("--max-f1-drop", type=float, default=DEFAULT_MAX_F1_DROP, help="allowed INT8 F1 loss in points")
     p.add_argument("--no-fuse", action="store_true", help="skip ONNX Runtime's transformer fusions on the ONNX graph")
     p.add_argument("--threads", type=int, default=None, help="inference threads for evaluation (default: all CPUs)")
     p.add_argument(
@@ -61,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from sagebox.pipeline.quant_options import QuantizeOptions, fallbacks
     from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
+    from sagebox.pipeline.servable import ModelSource
     from sagebox.pipeline.tables import quantize_table
 
     options = QuantizeOptions(
@@ -72,18 +70,23 @@ def run(args: argparse.Namespace) -> int:
         calibration_batch_size=args.calibration_batch_size,
         calibration_method=args.calibration_method,
     )
+    say = lambda line: err_console().print(f"[dim]{line}[/dim]")  # noqa: E731
+    source = ModelSource.resolve(args.model, say)
     request = QuantizeRequest(
-        model=args.model,
+        model=source.folder,
         out=args.out,
         eval_data=args.eval,
         options=options,
         calibration_data=args.calibration,
-        max_f1_drop=args.max_f1_drop,
+        max_f1_drop=args.max_drop,
+        min_cosine=args.min_cosine,
+        task=args.task,
+        source=source,
         threads=args.threads or default_threads(),
         fuse=not args.no_fuse,
         fallbacks=() if args.no_fallback else fallbacks(options),
     )
-    outcome = run_quantize(request, say=lambda line: err_console().print(f"[dim]{line}[/dim]"))
+    outcome = run_quantize(request, say=say)
     if args.json:
         print(json.dumps(outcome.report(), indent=2, sort_keys=True))
     else:

@@ -8,15 +8,19 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from container import __version__
 from container.manifest import (
     MANIFEST_NAME,
     CompileSpec,
     Manifest,
+    PoolingSpec,
+    ProblemType,
     QuantizationSpec,
     Runtime,
     SourceSpec,
+    Task,
     TokenizerSpec,
     Variant,
     hash_files,
@@ -71,10 +75,18 @@ def write_manifest(
     quantization: QuantizationSpec | None = None,
     compile_spec: CompileSpec | None = None,
     tokenizer_file: str = "tokenizer.json",
+    task: Task = "question-answering",
+    labels: list[str] | None = None,
+    problem_type: ProblemType | None = None,
+    pooling: PoolingSpec | None = None,
 ) -> Manifest:
     """Hash every file already in `model_dir` and write the manifest that vouches for them."""
     manifest = Manifest(
         tool_version=__version__,
+        task=task,
+        labels=labels,
+        problem_type=problem_type,
+        pooling=pooling,
         variant=variant,
         runtime=runtime,
         model_file=model_file,
@@ -87,3 +99,13 @@ def write_manifest(
     )
     (model_dir / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
     return manifest
+
+
+def task_fields(manifest: Manifest) -> dict[str, Any]:
+    """The task-specific fields of `manifest`, for a manifest of another variant of the same model."""
+    return {
+        "task": manifest.task,
+        "labels": manifest.labels,
+        "problem_type": manifest.problem_type,
+        "pooling": manifest.pooling,
+    }

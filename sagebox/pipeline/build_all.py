@@ -1,7 +1,9 @@
-"""Every artifact from one Hugging Face QA folder: FP32, gated INT8 and Neuron model directories, each packaged
-as a SageMaker model.tar.gz in the layout the CDK targets expect (`<out>/<variant>/model.tar.gz`).
+"""Every artifact from one Hugging Face model (a folder or a Hub id), any task: FP32, gated INT8 and Neuron model
+directories, each packaged as a SageMaker model.tar.gz in the layout the CDK targets expect
+(`<out>/<variant>/model.tar.gz`).
 
-Steps whose output is already there and verifies are skipped, so a rerun only redoes what changed.
+Steps whose output is already there, verifies and was built from the same model (task, name, pinned revision) are
+skipped, so a rerun only redoes what changed.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from container.manifest import ManifestError, load_verified
+from container.manifest import Manifest, ManifestError, SourceSpec, load_verified
 from sagebox.pipeline.accuracy_gate import GateFailed
+from sagebox.pipeline.hf_task import TaskInfo
+from sagebox.pipeline.servable import ModelSource, source_spec
+from sagebox.pipeline.task_gate import DEFAULT_MAX_DROP, DEFAULT_MIN_COSINE
 
 
 @dataclass(frozen=True)
@@ -20,52 +25,76 @@ class Artifacts:
     model_dirs: dict[str, Path]  # variant -> verified model directory
     tarballs: dict[str, Path]  # variant -> model.tar.gz
     quantize_report: dict[str, object]
+    task: str = "question-answering"
+    source: SourceSpec | None = None
 
 
-def _verified(model_dir: Path) -> bool:
+def _current(model_dir: Path, info: TaskInfo, source: SourceSpec) -> Manifest | None:
+    """The directory's manifest if it verifies and was built from this model for this task, else None."""
     try:
-        load_verified(model_dir)
+        manifest = load_verified(model_dir)
     except ManifestError:
-        return False
-    return True
+        return None
+    same = (manifest.source.name, manifest.source.revision, manifest.source.architecture) == (
+        source.name,
+        source.revision,
+        source.architecture,
+    )
+    return manifest if same and manifest.task == info.task else None
 
 
 def build_all(
-    model: Path,
-    eval_data: Path,
+    model: str | Path,
+    eval_data: Path | None,
     work_dir: Path,
     out_dir: Path,
     *,
     calibration_data: Path | None = None,
     threads: int = 1,
     say: Callable[[str], None] = lambda _: None,
+    task: str | None = None,
+    max_drop: float = DEFAULT_MAX_DROP,
+    min_cosine: float = DEFAULT_MIN_COSINE,
+    source: ModelSource | None = None,
+    neuron: bool = True,
 ) -> Artifacts:
+    from sagebox.pipeline.hf_task import detect_task
     from sagebox.pipeline.package import package_model_dir
     from sagebox.pipeline.quant_options import QuantizeOptions, fallbacks
     from sagebox.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
 
+    source = source or ModelSource.resolve(model, say)
+    info = detect_task(source.folder, task)
+    spec = source_spec(info, source)
+    for note in info.notes:
+        say(note)
     quantized = work_dir / "quantized"
-    if not (_verified(quantized / "fp32") and _verified(quantized / "int8")):
+    if not (_current(quantized / "fp32", info, spec) and _current(quantized / "int8", info, spec)):
         outcome = run_quantize(
             QuantizeRequest(
-                model=model,
+                model=source.folder,
                 out=quantized,
                 eval_data=eval_data,
                 calibration_data=calibration_data,
                 threads=threads,
                 fallbacks=fallbacks(QuantizeOptions()),
+                task=info.task,
+                source=source,
+                max_f1_drop=max_drop,
+                min_cosine=min_cosine,
             ),
             say=say,
         )
         if not outcome.gate.passed:
             raise GateFailed(outcome.gate.message())
-    neuron = work_dir / "neuron"
-    if not _verified(neuron):
-        from sagebox.pipeline.compile import build_neuron
+    model_dirs = {"fp32": quantized / "fp32", "int8": quantized / "int8"}
+    if neuron:
+        model_dirs["neuron"] = work_dir / "neuron"
+        if not _current(model_dirs["neuron"], info, spec):
+            from sagebox.pipeline.compile import build_neuron
 
-        say("compiling for NeuronCores (neuron_emu, bf16 auto-cast on matmuls)")
-        build_neuron(model, neuron)
-    model_dirs = {"fp32": quantized / "fp32", "int8": quantized / "int8", "neuron": neuron}
+            say("compiling for NeuronCores (neuron_emu, bf16 auto-cast on matmuls)")
+            build_neuron(source.folder, model_dirs["neuron"], info=info, source=source)
     tarballs = {}
     for variant, model_dir in model_dirs.items():
         tarball = out_dir / variant / "model.tar.gz"
@@ -75,4 +104,4 @@ def build_all(
         tarballs[variant] = tarball
     report_path = quantized / REPORT_NAME
     report = json.loads(report_path.read_text()) if report_path.is_file() else {}
-    return Artifacts(model_dirs, tarballs, report)
+    return Artifacts(model_dirs, tarballs, report, info.task, spec)

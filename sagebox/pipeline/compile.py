@@ -1,4 +1,5 @@
-"""Compile a Hugging Face QA folder for NeuronCores into a servable model directory, by one of two backends.
+"""Compile a Hugging Face model folder (any task) for NeuronCores into a servable model directory, by one of two
+backends.
 
 - `neuron_emu` (default; `sagebox build` uses it): Sagebox's emulator, anywhere. The graphs are TorchScript that
   runs on the host CPU with Neuron auto-cast numerics, plus a cost plan per bucket (estimates).
@@ -32,8 +33,9 @@ from container.manifest import CompileSpec, Manifest
 from infra.catalog import load_prices
 from sagebox.errors import SageboxError
 from sagebox.pipeline.artifact import staged_dir, write_manifest
-from sagebox.pipeline.hf_model import QAModule, check_model_folder, load_qa_module
-from sagebox.pipeline.servable import buckets_for, source_spec
+from sagebox.pipeline.hf_model import SEQUENCE_OUTPUT_DIMS, TaskModule, load_task_module
+from sagebox.pipeline.hf_task import TaskInfo, detect_task, tokenizer_file
+from sagebox.pipeline.servable import ModelSource, buckets_for, source_spec, task_manifest_fields
 
 Backend = Literal["neuron_emu", "torch_neuronx"]
 BACKENDS: tuple[Backend, ...] = ("neuron_emu", "torch_neuronx")
@@ -117,12 +119,9 @@ def trace_neuronx(
     lengths = list(buckets)
     with torch.inference_mode():
         outputs = module(*example_inputs(batch_size, lengths[0]))
-    if not (
-        isinstance(outputs, tuple)
-        and len(outputs) == 2
-        and all(tuple(o.shape) == (batch_size, lengths[0]) for o in outputs)
-    ):
-        raise SageboxError("the QA model must return (start_logits, end_logits), each [batch, seq]")
+    tensors = outputs if isinstance(outputs, tuple) else (outputs,)
+    if not tensors or not all(isinstance(o, torch.Tensor) and o.shape[:1] == (batch_size,) for o in tensors):
+        raise SageboxError("the model must return a tensor or a tuple of tensors, batch first")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
@@ -153,9 +152,11 @@ def build_neuron(
     *,
     batch_size: int = 1,
     compiler_args: str | None = None,
-    module: QAModule | None = None,
+    module: TaskModule | None = None,
     backend: Backend = "neuron_emu",
     tensor_parallel: int = 1,
+    info: TaskInfo | None = None,
+    source: ModelSource | None = None,
 ) -> Manifest:
     """Trace one graph per sequence bucket (sharded over `tensor_parallel` emulated NeuronCores when above 1); write
     the graph(s), the emulator's cost plan(s), and the manifest."""
@@ -167,9 +168,10 @@ def build_neuron(
         raise SageboxError(NEURONX_TENSOR_PARALLEL)
     # Before reading the model: on a host without torch-neuronx the answer is the same whatever the model.
     neuronx = import_torch_neuronx() if backend == "torch_neuronx" else None
-    config = check_model_folder(model_dir)
-    module = module or load_qa_module(model_dir)
-    buckets, max_length = buckets_for(config, NEURON_BUCKETS)
+    info = info or detect_task(model_dir)
+    config = info.config
+    module = module or load_task_module(info)
+    buckets, max_length = buckets_for(info, NEURON_BUCKETS)
     with staged_dir(out_dir) as staging:
         if neuronx is not None:
             artifact = trace_neuronx(module, buckets, batch_size, compiler_args, staging, neuronx)
@@ -177,11 +179,11 @@ def build_neuron(
         elif tensor_parallel > 1:
             model_file, spec = compile_parallel(module, buckets, batch_size, compiler_args, staging, tensor_parallel)
         else:
-            model_file, spec = _compile_emulated(module, buckets, batch_size, compiler_args, staging)
+            model_file, spec = _compile_emulated(module, buckets, batch_size, compiler_args, staging, info.task)
         heads = attention_heads(config)
         if spec.num_attention_heads is None and heads is not None:
             spec = spec.model_copy(update={"num_attention_heads": heads})
-        shutil.copyfile(model_dir / "tokenizer.json", staging / "tokenizer.json")
+        shutil.copyfile(tokenizer_file(model_dir, info.model_dir), staging / "tokenizer.json")
         manifest = write_manifest(
             staging,
             variant="neuron",
@@ -189,21 +191,30 @@ def build_neuron(
             model_file=model_file,
             buckets=buckets,
             max_length=max_length,
-            source=source_spec(model_dir, config),
+            source=source_spec(info, source or ModelSource(model_dir)),
             compile_spec=spec,
+            **task_manifest_fields(info),
         )
     return manifest
 
 
 def _compile_emulated(
-    module: QAModule, buckets: list[int], batch_size: int, compiler_args: str | None, staging: Path
+    module: TaskModule, buckets: list[int], batch_size: int, compiler_args: str | None, staging: Path, task: str
 ) -> tuple[str, CompileSpec]:
-    from neuron_emu import compile_qa
+    from neuron_emu import compile_model
     from neuron_emu.errors import NeuronEmuError
 
     try:
         # The plans price each instance type with the catalog's on-demand prices (neuron_emu holds none).
-        artifact = compile_qa(module, buckets, batch_size, compiler_args, staging, prices=load_prices().per_hour)
+        artifact = compile_model(
+            module,
+            buckets,
+            batch_size,
+            compiler_args,
+            staging,
+            prices=load_prices().per_hour,
+            output_seq_dims=list(SEQUENCE_OUTPUT_DIMS[task]),
+        )
     except NeuronEmuError as exc:
         raise SageboxError(f"Neuron compilation failed: {exc}") from None
     return artifact.model_file, CompileSpec(**artifact.compile_info().to_dict())
@@ -216,7 +227,7 @@ def attention_heads(config: dict[str, object]) -> int | None:
 
 
 def compile_parallel(
-    module: QAModule, buckets: list[int], batch_size: int, compiler_args: str | None, staging: Path, degree: int
+    module: TaskModule, buckets: list[int], batch_size: int, compiler_args: str | None, staging: Path, degree: int
 ) -> tuple[str, CompileSpec]:
     """Shard every bucket over `degree` emulated NeuronCores (neuron_emu.parallel.trace, the buckets, example inputs
     and compiler arguments of the single-core path), enable dynamic batching, save each bucket to `tp/seq<L>/`, and

@@ -1,4 +1,4 @@
-"""FP32 export of a QAModule: TorchScript (trace + freeze) or ONNX, both with dynamic batch and sequence."""
+"""FP32 export of a task module: TorchScript (trace + freeze) or ONNX, both with dynamic batch and sequence."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from pathlib import Path
 
 import torch
 
-from sagebox.pipeline.hf_model import QAModule
+from sagebox.pipeline.hf_model import OUTPUT_NAMES, SEQUENCE_OUTPUT_DIMS, TaskModule
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-OUTPUT_NAMES = ("start_logits", "end_logits")
 
 
 def example_inputs(batch: int, seq: int, vocab_size: int = 1000) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -34,10 +33,13 @@ def to_torchscript(module: torch.nn.Module, out_path: Path, seq: int = 128) -> N
     torch.jit.save(frozen, str(out_path))
 
 
-def to_onnx(module: QAModule, out_path: Path, seq: int = 128, opset: int = 17) -> None:
+def to_onnx(module: TaskModule, out_path: Path, seq: int = 128, opset: int = 17) -> None:
     """Export with dynamic batch/sequence axes through the TorchScript-based exporter (keeps ORT fusions)."""
     module = module.eval()
-    axes = {name: {0: "batch", 1: "sequence"} for name in (*INPUT_NAMES, *OUTPUT_NAMES)}
+    outputs = OUTPUT_NAMES[module.task]
+    axes: dict[str, dict[int, str]] = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+    for name, seq_dim in zip(outputs, SEQUENCE_OUTPUT_DIMS[module.task], strict=True):
+        axes[name] = {0: "batch"} if seq_dim is None else {0: "batch", seq_dim: "sequence"}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -45,7 +47,7 @@ def to_onnx(module: QAModule, out_path: Path, seq: int = 128, opset: int = 17) -
             example_inputs(1, seq),
             str(out_path),
             input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
+            output_names=list(outputs),
             dynamic_axes=axes,
             opset_version=opset,
             dynamo=False,
@@ -70,8 +72,11 @@ def fuse_onnx(path: Path, config: dict[str, object]) -> dict[str, int]:
 
     if config.get("model_type") not in FUSABLE_MODEL_TYPES:
         return {}
-    heads = int(config.get("num_attention_heads", 0) or 0)  # type: ignore[call-overload]
+    # DistilBERT's config spells them n_heads and dim.
+    heads = int(config.get("num_attention_heads", config.get("n_heads", 0)) or 0)  # type: ignore[call-overload]
     hidden = int(config.get("hidden_size", config.get("dim", 0)) or 0)  # type: ignore[call-overload]
+    if heads <= 0 or hidden <= 0 or hidden % heads:
+        return {}
     quiet = logging.getLogger("onnxruntime.transformers")
     level = quiet.level
     quiet.setLevel(logging.ERROR)

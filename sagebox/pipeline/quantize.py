@@ -1,4 +1,4 @@
-"""INT8 quantization of a QA model: ONNX Runtime (dynamic / static QDQ) or PyTorch (dynamic / static)."""
+"""INT8 quantization of a task model: ONNX Runtime (dynamic / static QDQ) or PyTorch (dynamic / static)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from container.handlers.base import ModelInputs
 from container.manifest import Manifest, load_verified
 from sagebox.errors import SageboxError
 from sagebox.pipeline import export
-from sagebox.pipeline.artifact import staged_dir, write_manifest
+from sagebox.pipeline.artifact import staged_dir, task_fields, write_manifest
 from sagebox.pipeline.calibration import as_torch_args
-from sagebox.pipeline.hf_model import QAModule, load_qa_module
+from sagebox.pipeline.hf_model import TaskModule, load_task_module
+from sagebox.pipeline.hf_task import detect_task
 from sagebox.pipeline.quant_options import (
     CALIBRATION_PERCENTILE,
     TORCH_ENGINE,
@@ -124,8 +125,8 @@ def quantize_onnx_file(
 
 
 def quantize_torch_module(
-    module: QAModule, options: QuantizeOptions, calibration: Sequence[ModelInputs] = ()
-) -> QAModule:
+    module: TaskModule, options: QuantizeOptions, calibration: Sequence[ModelInputs] = ()
+) -> TaskModule:
     """A quantized copy of `module`: every nn.Linear becomes INT8 (dynamic, or static: calibrated ranges)."""
     import torch
     from torch import nn
@@ -136,7 +137,7 @@ def quantize_torch_module(
     with _quiet():
         if options.mode == "dynamic":
             qconfig = tq.per_channel_dynamic_qconfig if options.per_channel else tq.default_dynamic_qconfig
-            quantized: QAModule = tq.quantize_dynamic(module, {nn.Linear: qconfig}, dtype=torch.qint8)
+            quantized: TaskModule = tq.quantize_dynamic(module, {nn.Linear: qconfig}, dtype=torch.qint8)
             return quantized
         if not calibration:
             raise SageboxError("static quantization needs calibration data")
@@ -174,7 +175,7 @@ def build_int8(
     out_dir: Path,
     options: QuantizeOptions,
     calibration: Sequence[ModelInputs] = (),
-    module: QAModule | None = None,
+    module: TaskModule | None = None,
 ) -> Manifest:
     """Quantize the FP32 ONNX graph in `fp32_dir`, or the folder's module (torch), into a verified dir."""
     fp32 = load_verified(fp32_dir)
@@ -184,18 +185,22 @@ def build_int8(
         )
     if options.mode == "static":
         calibration = list(calibration)[: options.calibration_batches]
+
+    def hf_module() -> TaskModule:
+        return module or load_task_module(detect_task(hf_folder, fp32.task))
+
     with staged_dir(out_dir) as staging:
         if options.backend == "onnxruntime" and options.mode == "static":
             # Static QDQ cannot quantize inside the fused Attention/EmbedLayerNorm ops: start from a plain
             # graph so every weight MatMul, the attention MatMuls and the embedding Gathers become INT8.
             plain = staging / "fp32-plain.onnx"
-            export.to_onnx(module or load_qa_module(hf_folder), plain)
+            export.to_onnx(hf_module(), plain)
             quantize_onnx_file(plain, staging / fp32.model_file, options, calibration)
             plain.unlink()
         elif options.backend == "onnxruntime":
             quantize_onnx_file(fp32_dir / fp32.model_file, staging / fp32.model_file, options, calibration)
         else:
-            quantized = quantize_torch_module(module or load_qa_module(hf_folder), options, calibration)
+            quantized = quantize_torch_module(hf_module(), options, calibration)
             with _quiet():
                 export.to_torchscript(quantized, staging / fp32.model_file)
         shutil.copyfile(fp32_dir / fp32.tokenizer.file, staging / fp32.tokenizer.file)
@@ -209,5 +214,6 @@ def build_int8(
             source=fp32.source,
             quantization=options.spec(len(calibration)),
             tokenizer_file=fp32.tokenizer.file,
+            **task_fields(fp32),
         )
     return manifest

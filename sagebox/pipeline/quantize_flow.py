@@ -1,4 +1,5 @@
-"""`sagebox quantize` end to end: FP32 + INT8 artifacts, both evaluated; INT8 kept only if it passes."""
+"""`sagebox quantize` end to end: FP32 + INT8 artifacts, both evaluated; INT8 kept only if it passes its task's
+accuracy gate (sagebox/pipeline/task_eval.py)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,24 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from container.manifest import Manifest
 from container.predictor import PredictorOptions
+from container.tasks import task_for
 from sagebox.errors import SageboxError
-from sagebox.pipeline.accuracy_gate import GateResult, check_gate, check_max_drop
+from sagebox.pipeline.accuracy_gate import DEFAULT_MAX_F1_DROP, check_max_drop
 from sagebox.pipeline.artifact import staged_dir
-from sagebox.pipeline.calibration import calibration_batches, processor_for
+from sagebox.pipeline.calibration import task_calibration_batches
 from sagebox.pipeline.evaluate import Evaluation, evaluate_model_dir
-from sagebox.pipeline.hf_model import check_model_folder, load_qa_module
+from sagebox.pipeline.hf_model import load_task_module
+from sagebox.pipeline.hf_task import TaskInfo, detect_task
 from sagebox.pipeline.quant_options import QuantizeOptions
 from sagebox.pipeline.quantize import build_int8
-from sagebox.pipeline.servable import build_fp32
-from sagebox.pipeline.squad import QAExample, load_squad
+from sagebox.pipeline.servable import ModelSource, build_fp32
+from sagebox.pipeline.squad import load_squad
+from sagebox.pipeline.task_eval import Judge, judge_for
+from sagebox.pipeline.task_gate import DEFAULT_MIN_COSINE, GateLimits
 
 REPORT_NAME = "quantize-report.json"
 
@@ -28,27 +34,34 @@ REPORT_NAME = "quantize-report.json"
 class QuantizeRequest:
     model: Path
     out: Path
-    eval_data: Path
+    # Labelled data for the gate (SQuAD JSON for question answering; see task_eval for the other tasks). None: INT8
+    # is compared with FP32 on the calibration data (or built-in text) and no labelled accuracy is measured.
+    eval_data: Path | None = None
     options: QuantizeOptions = field(default_factory=QuantizeOptions)
     calibration_data: Path | None = None
-    max_f1_drop: float = 1.0
+    # The most INT8 may lose against FP32, in points of the task's metrics (F1, accuracy, macro-F1, recall@10).
+    max_f1_drop: float = DEFAULT_MAX_F1_DROP
+    min_cosine: float = DEFAULT_MIN_COSINE
     threads: int = 1
     fuse: bool = True
     # Tried in order after `options` while the accuracy gate fails (see quant_options.fallbacks).
     fallbacks: tuple[QuantizeOptions, ...] = ()
+    task: str | None = None  # forced task (default: the folder's)
+    source: ModelSource | None = None  # where the folder came from (Hub id, pinned revision, license)
 
 
 @dataclass(frozen=True)
 class QuantizeOutcome:
     out: Path
-    fp32: Evaluation
-    int8: Evaluation
-    gate: GateResult
+    fp32: Any  # Evaluation (question answering) or TaskEvaluation
+    int8: Any
+    gate: Any  # GateResult (question answering on labelled data) or TaskGate
     fp32_manifest: Manifest
     int8_manifest: Manifest
     sizes: dict[str, int]
     calibration_note: str
     attempts: tuple[dict[str, object], ...] = ()
+    task: str = "question-answering"
 
     @property
     def int8_dir(self) -> Path | None:
@@ -56,6 +69,7 @@ class QuantizeOutcome:
 
     def report(self) -> dict[str, object]:
         return {
+            "task": self.task,
             "gate": self.gate.to_dict(),
             "fp32": self.fp32.summary() | {"model_dir": str(self.out / "fp32"), "bytes": self.sizes["fp32"]},
             "int8": self.int8.summary()
@@ -73,50 +87,62 @@ def dir_bytes(model_dir: Path) -> int:
     return sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file())
 
 
-def _load_inputs(request: QuantizeRequest) -> tuple[list[QAExample], list[QAExample] | None, str]:
-    """Eval and calibration data, both checked before any work starts (a bad file is a one-line error)."""
-    eval_examples = load_squad(request.eval_data, require_answers=True)
-    calibration = None
-    if request.calibration_data is not None:
-        calibration = load_squad(request.calibration_data, require_answers=False)
+def _calibration(request: QuantizeRequest, info: TaskInfo, judge: Judge) -> tuple[list[Any], str]:
+    """Calibration inputs (static mode) and where they came from, read before any work starts."""
     if request.options.mode == "dynamic":
-        return eval_examples, None, "none (dynamic quantization measures activation ranges at run time)"
-    if calibration is None:
-        return (
-            eval_examples,
-            eval_examples,
-            f"{request.eval_data} (no --calibration given: the eval set is used)",
-        )
-    return eval_examples, calibration, str(request.calibration_data)
+        return [], "none (dynamic quantization measures activation ranges at run time)"
+    if request.calibration_data is None:
+        what = "the eval set" if judge.labelled else "the gate's calibration text"
+        return judge.calibration_items(), f"{judge.data} (no --calibration given: {what} is used)"
+    return judge_for(info, None, request.calibration_data).calibration_items(), str(request.calibration_data)
+
+
+def attempt_record(options: QuantizeOptions, int8: Any, passed: bool) -> dict[str, object]:
+    record: dict[str, object] = {"options": options.describe(), "passed": passed}
+    if isinstance(int8, Evaluation):
+        record["f1"] = int8.score.f1
+    else:
+        record["metrics"] = {name: round(value, 4) for name, value in int8.metrics.items()}
+    return record
 
 
 def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _: None) -> QuantizeOutcome:
     """Build, evaluate and gate. A failed gate deletes the INT8 directory: only FP32 + report remain."""
     check_max_drop(request.max_f1_drop)
-    check_model_folder(request.model)
-    eval_examples, calibration_examples, calibration_source = _load_inputs(request)
+    limits = GateLimits(request.max_f1_drop, request.min_cosine)
+    info = detect_task(request.model, request.task)
+    judge = judge_for(info, request.eval_data, request.calibration_data)
+    calibration_items, calibration_source = _calibration(request, info, judge)
     options = request.options
     predictor_options = PredictorOptions(threads=request.threads)
-    module = load_qa_module(request.model)
+    module = load_task_module(info)
     with staged_dir(request.out) as staging:
-        say(f"exporting FP32 ({options.runtime}) from {request.model}")
-        fp32_manifest = build_fp32(request.model, staging / "fp32", options.runtime, module, fuse=request.fuse)
+        say(f"exporting FP32 ({options.runtime}) {info.task} model from {request.model}")
+        fp32_manifest = build_fp32(
+            request.model,
+            staging / "fp32",
+            options.runtime,
+            module,
+            fuse=request.fuse,
+            info=info,
+            source=request.source,
+        )
         feeds = []
-        if calibration_examples is not None:
-            processor = processor_for(staging / "fp32", fp32_manifest.sequence_buckets)
-            feeds = calibration_batches(
-                calibration_examples, processor, options.calibration_batches, options.calibration_batch_size
+        if calibration_items:
+            task = task_for(fp32_manifest, staging / "fp32")
+            feeds = task_calibration_batches(
+                calibration_items, task, options.calibration_batches, options.calibration_batch_size
             )
-        say(f"evaluating FP32 on {len(eval_examples)} questions")
-        fp32_eval = evaluate_model_dir(staging / "fp32", eval_examples, predictor_options)
+        say(f"evaluating FP32 on {judge.data}")
+        fp32_eval = judge.evaluate(staging / "fp32", predictor_options)
         attempts: list[dict[str, object]] = []
         for candidate in (options, *request.fallbacks):
             say(f"quantizing INT8 ({candidate.describe()})")
             int8_manifest = build_int8(request.model, staging / "fp32", staging / "int8", candidate, feeds, module)
-            say(f"evaluating INT8 on {len(eval_examples)} questions")
-            int8_eval = evaluate_model_dir(staging / "int8", eval_examples, predictor_options)
-            gate = check_gate(fp32_eval.score, int8_eval.score, request.max_f1_drop)
-            attempts.append({"options": candidate.describe(), "f1": int8_eval.score.f1, "passed": gate.passed})
+            say("evaluating INT8")
+            int8_eval = judge.evaluate(staging / "int8", predictor_options)
+            gate = judge.gate(fp32_eval, int8_eval, limits)
+            attempts.append(attempt_record(candidate, int8_eval, gate.passed))
             if gate.passed:
                 break
             say(gate.message())
@@ -139,13 +165,30 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
             sizes,
             calibration_note,
             tuple(attempts),
+            info.task,
         )
         (staging / REPORT_NAME).write_text(json.dumps(outcome.report(), indent=2, sort_keys=True) + "\n")
     return outcome
 
 
-def evaluate_only(model_dir: Path, data: Path, threads: int = 1) -> Evaluation:
-    examples = load_squad(data, require_answers=True)
+def evaluate_only(model_dir: Path, data: Path, threads: int = 1) -> Any:
+    """A model directory's scores on labelled data of its task (SQuAD JSON for question answering)."""
+    from container.manifest import load_verified
+
     if not model_dir.is_dir():
         raise SageboxError(f"model directory {model_dir} does not exist")
-    return evaluate_model_dir(model_dir, examples, PredictorOptions(threads=threads))
+    manifest = load_verified(model_dir)  # a tampered or incomplete directory: ManifestError, one line
+    options = PredictorOptions(threads=threads)
+    if manifest.task == "question-answering":
+        return evaluate_model_dir(model_dir, load_squad(data, require_answers=True), options)
+    info = TaskInfo(
+        manifest.task,
+        manifest.source.architecture,
+        {},
+        model_dir,
+        manifest.tokenizer.max_length,
+        tuple(manifest.labels) if manifest.labels else None,
+        manifest.problem_type,
+        manifest.pooling,
+    )
+    return judge_for(info, data, None).evaluate(model_dir, options)

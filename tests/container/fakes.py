@@ -18,7 +18,8 @@ from container.env import ServerSettings
 from container.manifest import Manifest, SourceSpec, TokenizerSpec
 from container.predictor import CallObserver, Predictor
 from container.qa import QAProcessor
-from container.service import QAService
+from container.service import InferenceService
+from container.tasks.question_answering import QuestionAnswering
 from tests.conftest import minilm_tokenizer_path
 
 BUCKETS = [64, 128, 256, 384]
@@ -125,11 +126,12 @@ def fake_manifest() -> Manifest:
 
 
 def gate_loader(handler: GateHandler, max_batch_size: int = 8, max_batch_tokens: int = 512) -> Callable[..., Predictor]:
-    """A QAService loader: a Predictor over `handler` with the real tokenizer, warmed up like a real load."""
+    """A InferenceService loader: a Predictor over `handler` with the real tokenizer, warmed up like a real load."""
 
     def load(on_call: CallObserver) -> Predictor:
         processor = QAProcessor.from_file(str(minilm_tokenizer_path()), BUCKETS, 128, 30)
-        predictor = Predictor(fake_manifest(), handler, processor, max_batch_size, max_batch_tokens, on_call)
+        task = QuestionAnswering(processor)
+        predictor = Predictor(fake_manifest(), handler, task, max_batch_size, max_batch_tokens, on_call)
         predictor.warm_up()
         return predictor
 
@@ -146,9 +148,9 @@ def make_service(
     cost: FixedCost | None = None,
     drop: Callable[[str], object] = lambda user: None,
     **env: str,
-) -> QAService:
+) -> InferenceService:
     config = settings(**env)
-    return QAService(
+    return InferenceService(
         config,
         loader=gate_loader(handler, config.max_batch_size, config.max_batch_tokens),
         clock=clock or ManualClock(),

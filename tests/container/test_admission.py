@@ -112,13 +112,20 @@ def test_work_longer_than_the_timeout_is_too_large_and_switching_off_admits_all(
 
 def test_the_predictor_times_every_model_call_on_its_timer() -> None:
     from container.qa import QAProcessor
+    from container.tasks.question_answering import QuestionAnswering
     from tests.conftest import minilm_tokenizer_path
 
     ticks = iter([10.0, 10.25, 20.0, 20.75])
     seen: list[tuple[int, int, float]] = []
     processor = QAProcessor.from_file(str(minilm_tokenizer_path()), [64, 128], 128, 30)
     predictor = Predictor(
-        fake_manifest(), GateHandler(), processor, 8, 512, lambda *call: seen.append(call), lambda: next(ticks)
+        fake_manifest(),
+        GateHandler(),
+        QuestionAnswering(processor),
+        8,
+        512,
+        lambda *call: seen.append(call),
+        lambda: next(ticks),
     )
     predictor.run([processor.filler_feature(64)] * 3 + [processor.filler_feature(128)])
     assert seen == [(64, 3, 0.25), (128, 1, 0.75)]

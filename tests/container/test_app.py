@@ -18,7 +18,7 @@ from container.app import InFlight, create_app
 from container.manifest import ManifestError
 from container.predictor import CallObserver, Predictor
 from container.server import SigtermReport
-from container.service import REFUSED_REASON, QAService
+from container.service import REFUSED_REASON, InferenceService
 from tests.container.fakes import FixedCost, GateHandler, ManualClock, make_service, settings, wait_for
 
 T = TypeVar("T")
@@ -32,7 +32,7 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @asynccontextmanager
-async def serving(service: QAService, start: bool = True) -> AsyncIterator[tuple[httpx.AsyncClient, Starlette]]:
+async def serving(service: InferenceService, start: bool = True) -> AsyncIterator[tuple[httpx.AsyncClient, Starlette]]:
     app = create_app(service.settings, service)
     if start:
         await service.start()
@@ -71,7 +71,7 @@ def test_a_failed_load_shows_clients_no_paths_or_library_messages() -> None:
     def refuse(on_call: CallObserver) -> Predictor:
         raise ManifestError("model is incomplete: tokenizer.json missing from /opt/ml/model")
 
-    service = QAService(settings(), loader=refuse, drop_privileges=lambda user: None)
+    service = InferenceService(settings(), loader=refuse, drop_privileges=lambda user: None)
 
     async def main() -> None:
         async with serving(service) as (client, _):

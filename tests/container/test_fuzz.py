@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from container import payload
 from container.app import create_app
-from container.service import QAService
+from container.service import InferenceService
 from tests.container.fakes import GateHandler, make_service
 
 settings.register_profile(
@@ -116,7 +116,7 @@ ACCEPT = st.one_of(
 @given(body=BODY, fmt=st.sampled_from([payload.JSON, payload.JSON_LINES]))
 def test_the_parser_returns_a_request_or_a_client_error(body: bytes, fmt: str) -> None:
     try:
-        request = payload.parse_request(body, fmt, max_questions=2)
+        request = payload.parse_request(body, fmt, max_items=2)
     except payload.PayloadError as exc:
         assert exc.status in (400, 413) and str(exc)
         return
@@ -136,7 +136,7 @@ def test_content_negotiation_returns_a_format_or_415_406(header: str | None) -> 
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[tuple[asyncio.AbstractEventLoop, httpx.AsyncClient, QAService]]:
+def served() -> Iterator[tuple[asyncio.AbstractEventLoop, httpx.AsyncClient, InferenceService]]:
     """One event loop, one started service and one in-process client for every example."""
     loop = asyncio.new_event_loop()
     service = make_service(GateHandler())
@@ -165,7 +165,7 @@ REQUEST = st.one_of(
 @FUZZ
 @given(request=REQUEST, accept=ACCEPT)
 def test_invocations_answer_json_2xx_or_4xx_whatever_arrives(
-    served: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient, QAService],
+    served: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient, InferenceService],
     request: tuple[bytes, str],
     accept: str | None,
 ) -> None:

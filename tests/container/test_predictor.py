@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from container.predictor import Predictor, PredictorOptions
+from container.tasks.question_answering import qa_processor
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def test_batch_limit_is_the_batch_size_or_the_token_budget(predictor: Predictor)
 
 
 def test_long_windows_share_fewer_model_calls_than_short_ones(predictor: Predictor) -> None:
-    fillers = {b: predictor.processor.filler_feature(b) for b in (64, 256, 384)}
+    fillers = {b: qa_processor(predictor.task).filler_feature(b) for b in (64, 256, 384)}
     # Rolled token ids make every copy a different input, so a mixed-up result would show.
     features = [
         replace(fillers[b], input_ids=np.roll(fillers[b].input_ids, i))

@@ -1,4 +1,4 @@
-"""QAService without HTTP: model lifecycle, answers, admission control, and work dropped when its caller is gone.
+"""InferenceService without HTTP: model lifecycle, answers, admission control, and work dropped when its caller is gone.
 
 Every ordering is explicit: the model blocks on a gate the test opens, and time moves only when the test
 advances the clock.
@@ -25,25 +25,26 @@ from container.service import (
     FAILED_REASON,
     REFUSED_REASON,
     DeadlineExceeded,
+    InferenceService,
     ModelStatus,
     NotReady,
-    QAService,
     TooManyWindows,
 )
+from container.tasks.question_answering import Question
 from tests.container.fakes import BUCKETS, FixedCost, GateHandler, ManualClock, make_service, settings, wait_for
 
 T = TypeVar("T")
 CONTEXT = "The Amazon rainforest covers much of the Amazon basin of South America."
-SHORT = payload.Request([payload.Question("Which basin does the rainforest cover?", CONTEXT)], batch=False)
+SHORT = payload.Request([Question("Which basin does the rainforest cover?", CONTEXT)], batch=False)
 # ~500 word pieces: two 384-token windows, each its own model call (512 padded tokens per call).
-LONG = payload.Request([payload.Question("Which word?", " ".join(f"word{i}" for i in range(200)))], batch=False)
+LONG = payload.Request([Question("Which word?", " ".join(f"word{i}" for i in range(200)))], batch=False)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-async def started(service: QAService, handler: GateHandler) -> QAService:
+async def started(service: InferenceService, handler: GateHandler) -> InferenceService:
     """The service after its load (and warm-up), with the gate's record cleared."""
     await service.start()
     handler.calls.clear()
@@ -135,7 +136,7 @@ def test_a_refused_model_tells_clients_a_short_reason_and_logs_the_detail(caplog
         raise ManifestError(detail)
 
     drops: list[ModelStatus] = []
-    service = QAService(settings(), loader=refuse, drop_privileges=lambda user: drops.append(service.status))
+    service = InferenceService(settings(), loader=refuse, drop_privileges=lambda user: drops.append(service.status))
     with caplog.at_level(logging.INFO, logger="sagebox.server"):
         run(service.start())
     assert service.status is ModelStatus.FAILED
@@ -151,7 +152,7 @@ def test_a_model_that_fails_to_load_logs_one_line_with_the_detail(caplog: pytest
     def broken(on_call: CallObserver) -> Predictor:
         raise OSError("libonnxruntime.so: cannot open shared object file\n  at /secret/venv/lib")
 
-    service = QAService(settings(), loader=broken, drop_privileges=lambda user: None)
+    service = InferenceService(settings(), loader=broken, drop_privileges=lambda user: None)
     with caplog.at_level(logging.INFO, logger="sagebox.server"):
         run(service.start())
     assert service.status is ModelStatus.FAILED and service.reason == FAILED_REASON
@@ -177,7 +178,7 @@ def test_answers_are_spans_of_their_context_in_order() -> None:
 
     async def main() -> None:
         service = await started(make_service(handler), handler)
-        other = payload.Question("Where?", "Manaus lies on the Rio Negro.")
+        other = Question("Where?", "Manaus lies on the Rio Negro.")
         batch = payload.Request([SHORT.questions[0], other], batch=True)
         both = await service.answer(batch, service.clock.now())
         alone = [await service.answer(payload.Request([q], False), service.clock.now()) for q in batch.questions]
@@ -284,7 +285,9 @@ def test_admission_control_can_be_switched_off() -> None:
     assert len(handler.calls) == 1
 
 
-def _abandon_mid_batch(leave: Callable[[QAService, ManualClock, asyncio.Task[Any]], None]) -> tuple[QAService, int]:
+def _abandon_mid_batch(
+    leave: Callable[[InferenceService, ManualClock, asyncio.Task[Any]], None],
+) -> tuple[InferenceService, int]:
     """A two-window request: its first window runs (gate closed), its caller leaves, the gate opens. Returns the
     service and how many model calls the request made."""
     handler = GateHandler()
@@ -318,7 +321,7 @@ def test_a_request_past_its_deadline_costs_no_further_model_calls() -> None:
 
 
 def test_a_request_whose_caller_left_costs_no_further_model_calls() -> None:
-    def cancel(service: QAService, clock: ManualClock, task: asyncio.Task[Any]) -> None:
+    def cancel(service: InferenceService, clock: ManualClock, task: asyncio.Task[Any]) -> None:
         task.cancel()  # what the HTTP layer does when the client disconnects
 
     service, calls = _abandon_mid_batch(cancel)
@@ -406,7 +409,7 @@ def test_far_over_capacity_a_request_is_refused_before_it_is_tokenized(monkeypat
     async def main() -> None:
         await started(service, handler)
         assert service._predictor is not None
-        processor = service._predictor.processor
+        processor = service._predictor.task.processor  # type: ignore[attr-defined]
         featurized: list[str] = []
         real = processor.featurize
 

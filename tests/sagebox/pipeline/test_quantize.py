@@ -9,6 +9,7 @@ import pytest
 from container.handlers import HandlerError
 from container.manifest import MANIFEST_NAME, load_verified
 from container.predictor import Predictor
+from container.tasks.question_answering import qa_processor
 from sagebox.errors import SageboxError
 from sagebox.pipeline.calibration import calibration_batches, processor_for
 from sagebox.pipeline.quant_options import QuantizeOptions
@@ -18,7 +19,7 @@ from sagebox.pipeline.squad import QAExample
 
 def _logits(model_dir: Path, examples: list[QAExample]) -> np.ndarray:
     predictor = Predictor.load(model_dir)
-    features = [f for e in examples[:6] for f in predictor.processor.featurize(e.question, e.context)]
+    features = [f for e in examples[:6] for f in qa_processor(predictor.task).featurize(e.question, e.context)]
     return np.concatenate(
         [s[f.attention_mask == 1] for (s, _), f in zip(predictor.run(features), features, strict=True)]
     )

@@ -9,7 +9,9 @@ import pytest
 
 from container.manifest import load_verified
 from container.predictor import Predictor
+from container.tasks.question_answering import qa_processor
 from sagebox.errors import SageboxError
+from sagebox.pipeline.hf_task import detect_task
 from sagebox.pipeline.servable import build_fp32, source_spec
 from sagebox.pipeline.squad import QAExample
 
@@ -26,7 +28,7 @@ def test_fused_onnx_matches_the_plain_graph_on_padded_batches(
     assert "SkipLayerNormalization" not in fused_ops  # the slower CPU kernel (see container/handlers/onnx.py)
     assert "Attention" not in plain_ops
     fused, plain = Predictor.load(tiny_onnx_model_dir), Predictor.load(tmp_path / "plain")
-    features = [f for e in dev_examples[:24] for f in fused.processor.featurize(e.question, e.context)]
+    features = [f for e in dev_examples[:24] for f in qa_processor(fused.task).featurize(e.question, e.context)]
     # The bucket whose windows differ most in length: real padding inside one batch.
     bucket = max({f.bucket for f in features}, key=lambda b: len({f.length for f in features if f.bucket == b}))
     same_bucket = [f for f in features if f.bucket == bucket][:8]
@@ -40,11 +42,10 @@ def test_fused_onnx_matches_the_plain_graph_on_padded_batches(
 
 def test_source_file_supplies_name_and_license(tiny_hf_folder: Path, tmp_path: Path) -> None:
     folder = Path(shutil.copytree(tiny_hf_folder, tmp_path / "m"))
-    config = json.loads((folder / "config.json").read_text())
     (folder / "sagebox_source.json").unlink(missing_ok=True)
-    assert source_spec(folder, config).license == "unknown"
+    assert source_spec(detect_task(folder)).license == "unknown"
     (folder / "sagebox_source.json").write_text(json.dumps({"name": "acme/qa", "license": "MIT AND apache-2.0"}))
-    spec = source_spec(folder, config)
+    spec = source_spec(detect_task(folder))
     assert (spec.name, spec.license, spec.architecture) == (
         "acme/qa",
         "MIT AND apache-2.0",
@@ -55,4 +56,4 @@ def test_source_file_supplies_name_and_license(tiny_hf_folder: Path, tmp_path: P
     assert load_verified(tmp_path / "out").source.license == "MIT AND apache-2.0"
     (folder / "sagebox_source.json").write_text("{oops")
     with pytest.raises(SageboxError, match=r"sagebox_source\.json is not valid JSON"):
-        source_spec(folder, config)
+        source_spec(detect_task(folder))
