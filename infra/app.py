@@ -14,7 +14,7 @@ from infra.plan import artifacts_stack_name, plan_endpoints
 from infra.settings import CONTEXT_KEYS, AppSettings
 from infra.stacks.artifacts import ArtifactsStack
 from infra.stacks.endpoint import EndpointStack
-from infra.targets import Target, load_targets
+from infra.targets import Target, load_target_files
 
 # Feature flags the stacks rely on, set here (not only in cdk.json) so in-process synths behave the same.
 FEATURE_FLAGS: dict[str, object] = {
@@ -45,7 +45,7 @@ def add_stacks(app: cdk.App, settings: AppSettings, targets: Sequence[Target] | 
 
     `targets` default to the settings' targets file.
     """
-    plans = plan_endpoints(load_targets(settings.targets_file) if targets is None else targets, settings)
+    plans = plan_endpoints(load_target_files(settings.targets_files) if targets is None else targets, settings)
     apply_feature_flags(app)
     nag.enable(app)
     artifacts = ArtifactsStack(app, artifacts_stack_name(settings.prefix), prefix=settings.prefix)

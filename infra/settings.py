@@ -21,7 +21,7 @@ PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 # Context key -> what it sets (README and `--help`-style errors list these).
 CONTEXT_KEYS: dict[str, str] = {
-    "targets": "path of the targets file (default infra/targets.json)",
+    "targets": "path of the targets file, or several comma-separated (default infra/targets.json)",
     "model_dir": "directory that relative model_data paths are resolved against (default build/models)",
     "only": "comma-separated target names to synthesize (default: all)",
     "prefix": "name prefix of stacks and endpoints (default sagebox)",
@@ -46,7 +46,8 @@ CONTEXT_ENV: dict[str, str] = {
 
 @dataclass(frozen=True)
 class AppSettings:
-    targets_file: Path = DEFAULT_TARGETS_FILE
+    # Several files add up (each file's defaults apply to its own targets): `-c targets=a.json,b.json`.
+    targets_files: tuple[Path, ...] = (DEFAULT_TARGETS_FILE,)
     model_dir: Path = DEFAULT_MODEL_DIR
     prefix: str = "sagebox"
     only: tuple[str, ...] | None = None
@@ -62,7 +63,14 @@ class AppSettings:
     # (every target) or by the target itself.
     allow_emulated: bool = False
 
+    @property
+    def targets_file(self) -> Path:
+        """The first targets file."""
+        return self.targets_files[0]
+
     def __post_init__(self) -> None:
+        if not self.targets_files:
+            raise InfraError("context 'targets' names no targets file")
         if not PREFIX_PATTERN.match(self.prefix) or len(self.prefix) > 20:
             raise InfraError(
                 f"prefix {self.prefix!r} must be lowercase letters, digits and single hyphens, <= 20 chars"
@@ -75,8 +83,11 @@ class AppSettings:
         env = os.environ if env is None else env
         context = {**{k: env[v] for k, v in CONTEXT_ENV.items() if env.get(v, "").strip()}, **context}
         values: dict[str, Any] = {}
+        if context.get("targets") not in (None, ""):
+            raw = context["targets"]
+            items = raw if isinstance(raw, list) else str(raw).split(",")
+            values["targets_files"] = tuple((cwd / str(item).strip()).resolve() for item in items if str(item).strip())
         for key, attr in (
-            ("targets", "targets_file"),
             ("model_dir", "model_dir"),
             ("build_context", "build_context"),
             ("wheelhouse", "wheelhouse"),

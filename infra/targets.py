@@ -330,6 +330,14 @@ def _check_names(targets: Sequence[Target], where: str) -> None:
         seen.add(target.name)
 
 
+def load_target_files(paths: Sequence[Path]) -> list[Target]:
+    """The targets of several files, in order (each file's defaults apply to its own targets); a name may appear
+    in only one of them."""
+    targets = [target for path in paths for target in load_targets(path)]
+    _check_names(targets, " + ".join(str(p) for p in paths))
+    return targets
+
+
 def load_targets(path: Path = DEFAULT_TARGETS_FILE) -> list[Target]:
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -100,10 +100,10 @@ def describe(plan: EndpointPlan, prices: dict[str, float]) -> list[str]:
 def run_check(args: argparse.Namespace) -> int:
     from infra.catalog import load_prices
     from infra.plan import plan_endpoints
-    from infra.targets import load_targets
+    from infra.targets import load_target_files
 
     settings = _settings(args)
-    plans = plan_endpoints(load_targets(settings.targets_file), settings)
+    plans = plan_endpoints(load_target_files(settings.targets_files), settings)
     prices = load_prices(args.prices)
     for plan in plans:
         print("\n".join(describe(plan, prices.per_hour)))

@@ -31,7 +31,7 @@ def test_cli_strings_are_parsed(tmp_path: Path) -> None:
         },
         tmp_path,
     )
-    assert settings.targets_file == tmp_path / "mine.json"
+    assert settings.targets_file == tmp_path / "mine.json" and settings.targets_files == (tmp_path / "mine.json",)
     assert settings.model_dir == Path("/abs/models")
     assert settings.only == ("c5-fp32", "inf2-neuron")
     assert settings.prefix == "qa" and settings.cfn_validate and settings.image_uri == "img"
@@ -88,3 +88,10 @@ def test_allow_emulated_from_the_context_or_the_box_environment(tmp_path: Path) 
     neuron = AppSettings.from_context({"neuron_dockerfile": "images/Neuron.dockerfile"}, tmp_path, {})
     assert neuron.neuron_dockerfile == "images/Neuron.dockerfile"
     assert AppSettings().neuron_dockerfile == "container/Dockerfile.neuron"
+
+
+def test_the_targets_context_names_one_file_or_several(tmp_path: Path) -> None:
+    settings = AppSettings.from_context({"targets": "a.json, sub/b.json"}, tmp_path)
+    assert settings.targets_files == (tmp_path / "a.json", tmp_path / "sub" / "b.json")
+    assert settings.targets_file == tmp_path / "a.json"
+    assert AppSettings.from_context({"targets": ["x.json", "y.json"]}, tmp_path).targets_files[1] == tmp_path / "y.json"

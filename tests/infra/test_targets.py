@@ -120,3 +120,17 @@ def test_select_keeps_file_order_and_rejects_unknown_names() -> None:
     assert select(targets, None) == targets
     with pytest.raises(TargetError, match="unknown target"):
         select(targets, ["c7-fp32"])
+
+
+def test_several_targets_files_add_up_with_unique_names(tmp_path: Path) -> None:
+    from infra.targets import load_target_files
+
+    embeddings = DEFAULT_TARGETS_FILE.parent / "examples" / "embeddings.json"
+    both = load_target_files([DEFAULT_TARGETS_FILE, embeddings])
+    names = [t.name for t in both]
+    assert names[-1] == "c6i-embeddings" and names[:-1] == [t.name for t in load_targets(DEFAULT_TARGETS_FILE)]
+    emb = both[-1]
+    assert [v.name for v in emb.production_variants or ()] == ["int8", "fp32"]
+    assert emb.alarms.latency_p90_ms == 500  # its own file's defaults, not infra/targets.json's
+    with pytest.raises(TargetError, match="target name 'c5-fp32' appears more than once"):
+        load_target_files([DEFAULT_TARGETS_FILE, DEFAULT_TARGETS_FILE])
