@@ -27,8 +27,16 @@ class Runtime:
         """A box endpoint by target (c6i-int8) or endpoint name (sagebox-c6i-int8)."""
         return self.endpoints.get(name) or next((e for e in self.endpoints.values() if e.endpoint_name == name), None)
 
-    def by_variant(self, variant: str) -> BoxEndpoint | None:
-        return next((self.endpoints[t] for t in sorted(self.endpoints) if self.endpoints[t].variant == variant), None)
+    def by_variant(self, variant: str, task: str | None = "question-answering") -> BoxEndpoint | None:
+        """The first endpoint (by target) serving `variant` for `task` (None: any task)."""
+        return next(
+            (
+                self.endpoints[t]
+                for t in sorted(self.endpoints)
+                if self.endpoints[t].variant == variant and (task is None or self.endpoints[t].task == task)
+            ),
+            None,
+        )
 
 
 def running_box() -> BoxState | None:

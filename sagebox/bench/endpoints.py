@@ -1,4 +1,4 @@
-"""`sagebox bench`: latency, throughput, cost and accuracy of QA endpoints, measured side by side.
+"""`sagebox bench`: latency, throughput, cost and accuracy of endpoints of any task, measured side by side.
 
 Every endpoint gets the same requests, in the same order. Endpoints take turns in rounds (A, B, C, A, B, C,
 ...), so a noisy neighbour slows all of them alike, and the ratios between rows hold even when the absolute
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sagebox.bench.cost import cost_per_million, relative_cost_performance
 from sagebox.bench.loadgen import LoadPlan, run_load
 from sagebox.bench.stats import summarize_ms
-from sagebox.invoke import invoke_qa
-from sagebox.pipeline.squad import QAExample
+from sagebox.bench.workloads import Workload
+from sagebox.invoke import invoke_json
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class EndpointSpec:
     endpoint_name: str
     instance_type: str
     variant: str
+    task: str = "question-answering"
+    target_variant: str | None = None  # one production variant of a multi-variant endpoint (InvokeEndpoint's)
 
 
 @dataclass
@@ -35,7 +37,7 @@ class EndpointResult:
     latencies_s: list[float] = field(default_factory=list)
     busy_s: float = 0.0  # wall time of this endpoint's rounds only
     errors: list[str] = field(default_factory=list)
-    predictions: dict[str, str] = field(default_factory=dict)
+    predictions: dict[str, Any] = field(default_factory=dict)  # request key -> what the workload keeps of the answer
 
     @property
     def qps(self) -> float:
@@ -55,23 +57,27 @@ class BenchPlan:
 def run_benchmark(
     runtime: Any,
     endpoints: Sequence[EndpointSpec],
-    queries: Sequence[QAExample],
+    workloads: Mapping[str, Workload],
     plan: BenchPlan,
     on_round: Callable[[str, int, int], None] = lambda label, done, total: None,
 ) -> list[EndpointResult]:
-    """Send plan.queries requests to every endpoint, interleaving endpoints round by round."""
-    if not queries:
+    """Send plan.queries requests to every endpoint (its task's workload), interleaving endpoints round by round."""
+    if any(len(workloads[spec.task]) == 0 for spec in endpoints):
         raise ValueError("no queries to send")
     results = [EndpointResult(spec) for spec in endpoints]
     lock = threading.Lock()
 
     def sender(result: EndpointResult, offset: int) -> Callable[[int], None]:
+        workload = workloads[result.spec.task]
+
         def send(i: int) -> None:
-            query = queries[(offset + max(i, 0)) % len(queries)]
-            answer = invoke_qa(runtime, result.spec.endpoint_name, query.question, query.context)
+            key, body = workload.body(offset + max(i, 0))
+            answer = invoke_json(
+                runtime, result.spec.endpoint_name, body, target_variant=result.spec.target_variant
+            ).body
             if i >= 0:
                 with lock:
-                    result.predictions.setdefault(query.id, answer.answer)
+                    result.predictions.setdefault(key, workload.answer(answer))
 
         return send
 
@@ -98,11 +104,12 @@ def table_rows(
     results: Sequence[EndpointResult],
     prices: Any,
     baseline: str | None,
-    accuracy: dict[str, tuple[float, float]] | None = None,
+    accuracy: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per endpoint: latency percentiles, QPS, $/hour, $/1M queries, relative $/performance, EM/F1."""
+    """One row per endpoint: latency percentiles, QPS, $/hour, $/1M queries, relative $/performance (against the
+    baseline row of the same task: an embedding and an answer are not the same work), and its task's scores."""
     rows: list[dict[str, Any]] = []
-    costs: dict[str, float] = {}
+    costs: dict[str, dict[str, float]] = {}
     for result in results:
         spec = result.spec
         row: dict[str, Any] = {
@@ -110,6 +117,7 @@ def table_rows(
             "endpoint_name": spec.endpoint_name,
             "instance_type": spec.instance_type,
             "variant": spec.variant,
+            "task": spec.task,
             "requests": len(result.latencies_s),
             "errors": len(result.errors),
         }
@@ -121,13 +129,14 @@ def table_rows(
         row["usd_per_hour"] = hourly
         if hourly is not None and result.qps > 0:
             row["usd_per_million"] = cost_per_million(hourly, result.qps)
-            costs[spec.label] = row["usd_per_million"]
+            costs.setdefault(spec.task, {})[spec.label] = row["usd_per_million"]
         if accuracy and spec.label in accuracy:
-            row["em"], row["f1"] = accuracy[spec.label]
+            row.update(accuracy[spec.label])
         rows.append(row)
-    if costs:
-        base = baseline if baseline in costs else next(iter(costs))
-        relative = relative_cost_performance(costs, base)
+    fp32 = {r.spec.task: r.spec.label for r in reversed(results) if r.spec.variant == "fp32"}
+    for task, task_costs in costs.items():
+        base = next((b for b in (baseline, fp32.get(task)) if b in task_costs), next(iter(task_costs)))
+        relative = relative_cost_performance(task_costs, base)
         for row in rows:
             if row["endpoint"] in relative:
                 row["relative_cost"] = relative[row["endpoint"]]

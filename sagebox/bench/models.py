@@ -185,9 +185,9 @@ def model_file_bytes(model_dir: Path) -> int:
 def measure_latency(work: Path, names: Sequence[str], seq: int, threads: int, rounds: int) -> dict[str, Json]:
     predictors = {name: Predictor.load(work / name, PredictorOptions(threads=threads)) for name in names}
     any_predictor = next(iter(predictors.values()))
-    if seq not in any_predictor.processor.buckets:
-        raise SageboxError(f"sequence length {seq} is not one of the buckets {any_predictor.processor.buckets}")
-    feature = any_predictor.processor.filler_feature(seq)
+    if seq not in any_predictor.task.buckets:
+        raise SageboxError(f"sequence length {seq} is not one of the buckets {any_predictor.task.buckets}")
+    feature = any_predictor.task.filler_feature(seq)
     runners: dict[str, Callable[[], object]] = {
         name: partial(p.predict_batch, [feature]) for name, p in predictors.items()
     }
@@ -377,6 +377,10 @@ def run(args: argparse.Namespace) -> Json:
                 demo.folder, demo.dev_data, demo.train_data, work, args.calibration_batches, args.threads, say
             ),
         }
+    if not args.skip_embeddings:
+        from sagebox.bench.embeddings import minilm_embeddings
+
+        result["embeddings_minilm"] = minilm_embeddings(work, args.threads, args.rounds, say)
     result["fastest_int8_at_equal_accuracy"] = fastest_at_equal_accuracy(result)
     default_int8 = chosen_default_variant(result)
     result["default_int8"] = default_int8
@@ -511,6 +515,23 @@ def print_tables(result: Json) -> None:
                 "pass" if row["gate_passed"] else "FAIL",
             )
         console.print(acc)
+    embeddings = result.get("embeddings_minilm")
+    if embeddings and "model_call" in embeddings:
+        checks_text = "; ".join(
+            f"{c['metric']} FP32 {c['fp32']:.4f} INT8 {c['int8']:.4f}" for c in embeddings["gate"]["checks"]
+        )
+        emb = Table(title=f"all-MiniLM-L6-v2 embeddings, model call (gate: {checks_text})")
+        for column in ("request", "tokens", "FP32 P50 ms", "INT8 P50 ms", "INT8/FP32"):
+            emb.add_column(column, justify="left" if column == "request" else "right")
+        for name, row in embeddings["model_call"].items():
+            emb.add_row(
+                name,
+                str(row["tokens"]),
+                f"{row['fp32']['p50_ms']:.2f}",
+                f"{row['int8']['p50_ms']:.2f}",
+                f"{row['int8_over_fp32_p50']:.3f}",
+            )
+        console.print(emb)
     summary = Table(title="Acceptance checks")
     for column in ("check", "value", "target", "result"):
         summary.add_column(column)
@@ -587,6 +608,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--calibration-batches", type=int, default=100)
     p.add_argument("--reuse", action="store_true", help="reuse verified artifacts left in --work-dir")
     p.add_argument("--skip-accuracy", action="store_true", help="no MiniLM EM/F1 section")
+    p.add_argument(
+        "--skip-embeddings",
+        action="store_true",
+        help="no all-MiniLM-L6-v2 embeddings section (INT8/FP32 model call, cosine, recall@10)",
+    )
     p.add_argument("--no-package", dest="package", action="store_false", help="skip the model.tar.gz sizes")
     p.add_argument("--no-avx2-emulation", dest="avx2_emulation", action="store_false")
     p.add_argument("--skip-runtime-checks", action="store_true", help="no layer-norm / spin / denormal section")

@@ -12,6 +12,7 @@ from typing import Any
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     # (row key, header, format)
     ("endpoint", "endpoint", "{}"),
+    ("task", "task", "{}"),
     ("instance_type", "instance", "{}"),
     ("variant", "variant", "{}"),
     ("p50_ms", "P50 ms", "{:.1f}"),
@@ -26,12 +27,29 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     # Shown only when a row has them: scores on a second, accuracy-only question set (the hand-written held-out set).
     ("heldout_em", "held-out EM", "{:.1f}"),
     ("heldout_f1", "held-out F1", "{:.1f}"),
+    # Other tasks' scores (sagebox/bench/workloads.py).
+    ("accuracy", "accuracy", "{:.1f}"),
+    ("macro_f1", "macro-F1", "{:.1f}"),
+    ("entity_f1", "entity F1", "{:.1f}"),
+    ("recall_at_10", "recall@10", "{:.1f}"),
 )
-OPTIONAL = frozenset({"heldout_em", "heldout_f1"})
+OPTIONAL = frozenset({"heldout_em", "heldout_f1", "accuracy", "macro_f1", "entity_f1", "recall_at_10"})
 
 
 def columns(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...]:
-    return tuple(c for c in COLUMNS if c[0] not in OPTIONAL or any(row.get(c[0]) is not None for row in rows))
+    """Every column some row fills; the task column only when the rows are of more than one task, and the QA
+    columns only when a row is question answering."""
+    tasks = {row.get("task", "question-answering") for row in rows}
+    qa = "question-answering" in tasks
+
+    def shown(key: str) -> bool:
+        if key == "task":
+            return len(tasks) > 1
+        if key in ("em", "f1"):
+            return qa
+        return key not in OPTIONAL or any(row.get(key) is not None for row in rows)
+
+    return tuple(c for c in COLUMNS if shown(c[0]))
 
 
 def cell(row: Mapping[str, Any], key: str, fmt: str) -> str:

@@ -1,8 +1,11 @@
-"""One `sagebox bench` run: which endpoints and questions, the measured rounds, accuracy, notes and reports.
+"""One `sagebox bench` run: which endpoints and requests, the measured rounds, accuracy, notes and reports.
 
-The CLI parses and prints; this module decides and writes. Latency, throughput and cost come from one question
-set (the demo model's dev split on the local box, `--eval` otherwise); a second, accuracy-only set (the
-hand-written held-out set on the local box, `--also-eval` otherwise) adds EM/F1 columns without touching latency.
+The CLI parses and prints; this module decides and writes. Each endpoint gets its task's requests
+(sagebox/bench/workloads.py). Question answering: latency, throughput and cost come from one question set (the
+demo model's dev split on the local box, `--eval` otherwise); a second, accuracy-only set (the hand-written
+held-out set on the local box, `--also-eval` otherwise) adds EM/F1 columns without touching latency. Other tasks:
+`--data TASK=PATH`, else (feature-extraction on the local box) the hand-made retrieval set, else built-in text
+that is timed but not scored.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from container.manifest import VARIANTS
+from container.manifest import TASKS, VARIANTS
 from sagebox.bench.endpoints import BenchPlan, EndpointResult, EndpointSpec, run_benchmark, table_rows
+from sagebox.bench.workloads import QuestionWorkload, Workload, text_workload
 from sagebox.errors import SageboxError
 from sagebox.paths import REPO
 from sagebox.pipeline.squad import QAExample
@@ -24,6 +28,8 @@ from sagebox.runtime import Runtime
 
 # The hand-written held-out set (tests/data/heldout): never used to train, calibrate or tune, only to report.
 HELDOUT = REPO / "tests" / "data" / "heldout" / "heldout_qa.json"
+# The hand-made query/passage set (tests/data/retrieval): the embeddings endpoints' recall@10 on the local box.
+RETRIEVAL = REPO / "tests" / "data" / "retrieval" / "retrieval.jsonl"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class BenchRequest:
     out: Path
     baseline: str | None = None
     heldout: QuestionSet | None = None  # scored only (held-out EM/F1)
+    data: dict[str, Path] = field(default_factory=dict)  # text task -> its labelled data (--data TASK=PATH)
 
 
 @dataclass
@@ -55,11 +62,12 @@ class BenchOutcome:
 
 
 def parse_endpoints(raw: Sequence[str]) -> list[EndpointSpec]:
-    """`NAME=INSTANCE_TYPE[:VARIANT]` options (real endpoints)."""
+    """`NAME=INSTANCE_TYPE[:VARIANT[:TASK]]` options (real endpoints; the task defaults to question-answering)."""
     specs = []
     for item in raw:
         name, sep, rest = item.partition("=")
-        instance_type, _, variant = rest.partition(":")
+        instance_type, _, tail = rest.partition(":")
+        variant, _, task = tail.partition(":")
         if not sep or not name or not instance_type:
             raise SageboxError(f"--endpoint {item!r}: expected NAME=INSTANCE_TYPE[:VARIANT]")
         if not re.fullmatch(r"ml\.[a-z0-9-]+\.[a-z0-9]+", instance_type):
@@ -68,8 +76,22 @@ def parse_endpoints(raw: Sequence[str]) -> list[EndpointSpec]:
             )
         if variant and variant not in VARIANTS:
             raise SageboxError(f"--endpoint {item!r}: variant {variant!r} is not one of {', '.join(VARIANTS)}")
-        specs.append(EndpointSpec(name, name, instance_type, variant or "?"))
+        if task and task not in TASKS:
+            raise SageboxError(f"--endpoint {item!r}: task {task!r} is not one of {', '.join(TASKS)}")
+        specs.append(EndpointSpec(name, name, instance_type, variant or "?", task or "question-answering"))
     return specs
+
+
+def parse_data(raw: Sequence[str] | None) -> dict[str, Path]:
+    """`--data TASK=PATH` options: a text task's labelled data (the formats `sagebox build --eval` reads)."""
+    found: dict[str, Path] = {}
+    for item in raw or ():
+        task, sep, path = item.partition("=")
+        if not sep or task not in TASKS or task == "question-answering" or not path:
+            text_tasks = ", ".join(t for t in TASKS if t != "question-answering")
+            raise SageboxError(f"--data {item!r}: expected TASK=PATH with TASK one of {text_tasks} (QA: --eval)")
+        found[task] = Path(path)
+    return found
 
 
 def box_endpoints(runtime: Runtime, targets: Sequence[str] | None) -> list[EndpointSpec]:
@@ -80,9 +102,20 @@ def box_endpoints(runtime: Runtime, targets: Sequence[str] | None) -> list[Endpo
     unknown = [t for t in wanted if t not in endpoints]
     if unknown:
         raise SageboxError(f"the local box has no target(s) {', '.join(unknown)} (it has {', '.join(endpoints)})")
-    return [
-        EndpointSpec(t, endpoints[t].endpoint_name, endpoints[t].instance_type, endpoints[t].variant) for t in wanted
-    ]
+    specs = []
+    for t in wanted:
+        e = endpoints[t]
+        production = [v for v in e.variants if not v.shadow]
+        if len(production) > 1:  # one row per production variant, each invoked with TargetVariant
+            specs += [
+                EndpointSpec(
+                    f"{t}/{v.name}", e.endpoint_name, v.instance_type or e.instance_type, v.model, v.task, v.name
+                )
+                for v in production
+            ]
+        else:
+            specs.append(EndpointSpec(t, e.endpoint_name, e.instance_type, e.variant, e.task))
+    return specs
 
 
 def default_questions(local: bool) -> QuestionSet:
@@ -119,20 +152,60 @@ def heldout_questions(path: Path | None, local: bool) -> QuestionSet | None:
     return QuestionSet(f"{label} ({len(examples)} questions, scored only)", examples)
 
 
-def _score(results: Sequence[EndpointResult], examples: Sequence[QAExample]) -> dict[str, tuple[float, float]]:
-    from sagebox.pipeline.squad_metric import score
-
+def _score(results: Sequence[EndpointResult], workloads: dict[str, Workload]) -> dict[str, dict[str, float]]:
     scores = {}
     for result in results:
-        asked = [q for q in examples if q.id in result.predictions]
-        if asked:
-            s = score(asked, result.predictions)
-            scores[result.spec.label] = (s.exact_match, s.f1)
+        found = workloads[result.spec.task].score(result.predictions)
+        if found:
+            scores[result.spec.label] = found
     return scores
 
 
-def notes_for(request: BenchRequest, results: Sequence[EndpointResult]) -> list[str]:
-    notes = [f"questions: {request.questions.source}"]
+def _complete(request: BenchRequest, results: Sequence[EndpointResult], workloads: dict[str, Workload]) -> None:
+    """An endpoint whose score needs every request of its set answered (a retrieval set: every text embedded, for
+    recall@10) and did not get them all in the timed rounds gets the missing ones now, untimed, one at a time."""
+    from sagebox.invoke import invoke_json
+
+    for result in results:
+        workload = workloads[result.spec.task]
+        if not workload.complete():
+            continue
+        for index in range(len(workload)):
+            key, body = workload.body(index)
+            if key in result.predictions:
+                continue
+            try:
+                answer = invoke_json(
+                    request.runtime.client, result.spec.endpoint_name, body, target_variant=result.spec.target_variant
+                ).body
+            except SageboxError as exc:
+                result.errors.append(str(exc))
+                break
+            result.predictions[key] = workload.answer(answer)
+
+
+def workloads_for(request: BenchRequest) -> dict[str, Workload]:
+    """Each task's requests, for the tasks the benchmarked endpoints serve."""
+    tasks = {spec.task for spec in request.endpoints}
+    found: dict[str, Workload] = {}
+    for task in sorted(tasks):
+        if task == "question-answering":
+            found[task] = QuestionWorkload(request.questions.examples, request.questions.source)
+            continue
+        path = request.data.get(task)
+        if path is None and task == "feature-extraction" and request.runtime.local and RETRIEVAL.is_file():
+            path = RETRIEVAL
+        found[task] = text_workload(task, path)
+    return found
+
+
+def notes_for(
+    request: BenchRequest, results: Sequence[EndpointResult], workloads: dict[str, Workload] | None = None
+) -> list[str]:
+    workloads = workloads or {}
+    tasks = {r.spec.task for r in results}
+    notes = [f"questions: {request.questions.source}"] if "question-answering" in tasks or not workloads else []
+    notes += [f"{task} requests: {w.source}" for task, w in sorted(workloads.items()) if task != "question-answering"]
     if request.heldout is not None:
         notes.append(f"held-out columns: {request.heldout.source}")
     if request.runtime.local:
@@ -185,25 +258,27 @@ def run(
     from sagebox.bench import report
 
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    results = run_benchmark(
-        request.runtime.client, request.endpoints, request.questions.examples, request.plan, on_round
-    )
-    accuracy = _score(results, request.questions.examples)
-    baseline = request.baseline or next((s.label for s in request.endpoints if s.variant == "fp32"), None)
-    rows = table_rows(results, request.prices, baseline or request.endpoints[0].label, accuracy)
-    if request.heldout is not None:
+    workloads = workloads_for(request)
+    results = run_benchmark(request.runtime.client, request.endpoints, workloads, request.plan, on_round)
+    _complete(request, results, workloads)
+    accuracy = _score(results, workloads)
+    rows = table_rows(results, request.prices, request.baseline, accuracy)
+    results_for_errors = list(results)
+    qa = [s for s in request.endpoints if s.task == "question-answering"]
+    if request.heldout is not None and qa:
         # Endpoints in turn, as the timed rounds: scoring the three demo endpoints at once was slower on 2 cores
         # (`sagebox bench --queries 10` 40-41 s against 32 s).
         scored = BenchPlan(len(request.heldout.examples), concurrency=request.plan.concurrency, warmup=0)
-        extra = run_benchmark(request.runtime.client, request.endpoints, request.heldout.examples, scored)
-        heldout = _score(extra, request.heldout.examples)
+        heldout_work: dict[str, Workload] = {
+            "question-answering": QuestionWorkload(request.heldout.examples, request.heldout.source)
+        }
+        extra = run_benchmark(request.runtime.client, qa, heldout_work, scored)
+        heldout = _score(extra, heldout_work)
         for row in rows:
             if row["endpoint"] in heldout:
-                row["heldout_em"], row["heldout_f1"] = heldout[row["endpoint"]]
-        results_for_errors = [*results, *extra]
-    else:
-        results_for_errors = list(results)
-    notes = notes_for(request, results)
+                row["heldout_em"], row["heldout_f1"] = heldout[row["endpoint"]]["em"], heldout[row["endpoint"]]["f1"]
+        results_for_errors += extra
+    notes = notes_for(request, results, workloads)
     plan = request.plan
     title = f"Sagebox benchmark: {plan.queries} requests per endpoint, concurrency {plan.concurrency}"
     meta = {

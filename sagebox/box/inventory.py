@@ -23,6 +23,9 @@ class VariantView:
     desired: int  # DesiredInstanceCount
     shadow: bool = False
     serverless: str = ""  # e.g. "2048 MB, max 5 at once: cold" (a serverless variant's config and state)
+    model: str = "?"  # the variant's model: fp32 | int8 | neuron (its manifest's variant)
+    task: str = "?"  # the variant's model's task
+    instance_type: str = ""
 
     def describe(self) -> str:
         """What `sagebox status` shows in its variants column."""
@@ -39,6 +42,7 @@ class BoxEndpoint:
     status: str
     instance_type: str
     variant: str  # fp32 | int8 | neuron (from the served model's manifest), "?" when unknown
+    task: str = "?"  # the served model's task (question-answering, text-classification, ...), "?" when unknown
     failure_reason: str = ""
     models: tuple[str, ...] = ()
     instances: int = 0
@@ -58,13 +62,19 @@ class BoxEndpoint:
     shadow: str = ""  # where the gateway records a shadow's answers (read by `sagebox shadow-report`)
 
 
-def _variant_of(model_dir: str | None) -> str:
+def _manifest_field(model_dir: str | None, name: str, default: str = "?") -> str:
+    """A field of the served model's manifest (read as JSON: the box must not fail on a model it cannot parse)."""
     if not model_dir:
         return "?"
     try:
-        return str(json.loads((Path(model_dir) / "manifest.json").read_text())["variant"])
-    except (OSError, ValueError, KeyError):
+        value = json.loads((Path(model_dir) / "manifest.json").read_text()).get(name, default)
+    except (OSError, ValueError, AttributeError):
         return "?"
+    return "question-answering" if value == "extractive-qa" else str(value)
+
+
+def _variant_of(model_dir: str | None) -> str:
+    return _manifest_field(model_dir, "variant")
 
 
 def list_endpoints(state: BoxState, state_dir: Path, sagemaker: Any) -> dict[str, BoxEndpoint]:
@@ -90,6 +100,8 @@ def list_endpoints(state: BoxState, state_dir: Path, sagemaker: Any) -> dict[str
             status=described["EndpointStatus"],
             instance_type=", ".join(sorted({v.get("InstanceType", "?") for v in variants})) or "?",
             variant=_variant_of(running[0].get("model_dir")) if running else "?",
+            # Manifests written before there were other tasks record none: they are question answering.
+            task=_manifest_field(running[0].get("model_dir"), "task", "question-answering") if running else "?",
             failure_reason=described.get("FailureReason", "") or "",
             models=tuple(v.get("ModelName", "?") for v in variants),
             instances=len(instances),
@@ -138,6 +150,7 @@ def _variant_view(described: dict[str, Any], running: dict[str, Any] | None, sha
         if config
         else ""
     )
+    model_dir = running.get("model_dir")
     return VariantView(
         str(described.get("VariantName", "?")),
         float(described.get("CurrentWeight", 1.0)),
@@ -145,6 +158,9 @@ def _variant_view(described: dict[str, Any], running: dict[str, Any] | None, sha
         int(described.get("DesiredInstanceCount", instances)),
         shadow,
         serverless,
+        _variant_of(model_dir),
+        _manifest_field(model_dir, "task", "question-answering") if model_dir else "?",
+        str(running.get("instance_type", "")),
     )
 
 

@@ -30,6 +30,12 @@ from sagebox.paths import REPO
 
 DEFAULT_TARGETS = ("c6i-int8", "c6i-fp32", "inf2-neuron")
 USER_MODELS = REPO / "build" / "models"
+# A second targets file (infra/examples/embeddings.json): the demo's embeddings endpoint, deployed beside the
+# default targets whenever the packaged models hold its packages (the demo's do; `sagebox build --out
+# build/models/embeddings` makes yours).
+EMBEDDINGS_TARGETS_FILE = REPO / "infra" / "examples" / "embeddings.json"
+EMBEDDINGS_TARGETS = ("c6i-embeddings",)
+TARGET_FILES = (REPO / "infra" / "targets.json", EMBEDDINGS_TARGETS_FILE)
 
 Step = Callable[[str], Any]
 Say = Callable[[str], None]
@@ -37,7 +43,8 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class UpOptions:
-    targets: tuple[str, ...] = DEFAULT_TARGETS
+    # None: DEFAULT_TARGETS, and EMBEDDINGS_TARGETS when the packaged models hold the embeddings packages.
+    targets: tuple[str, ...] | None = None
     containers: bool = False
     state_dir: Path = Path(".sagebox")
     # Packaged models (<variant>/model.tar.gz); None: build/models when it holds any, else the demo's.
@@ -73,22 +80,47 @@ def choose_models(options: UpOptions, say: Say) -> tuple[Path, str]:
     return packages.pop(), "demo"
 
 
-def check_targets(targets: Sequence[str], models: Path) -> tuple[str, ...]:
-    """The targets, each known to infra/targets.json and with its packaged model present in `models`."""
+def default_targets(models: Path) -> tuple[str, ...]:
+    """DEFAULT_TARGETS, with the embeddings endpoint when `models` holds its packages."""
     from infra.targets import load_targets
 
-    known = {t.name: t for t in load_targets()}
+    embeddings = load_targets(EMBEDDINGS_TARGETS_FILE)
+    packaged = all((models / data).is_file() for t in embeddings for data in [t.model_data, *_variant_data(t)])
+    return DEFAULT_TARGETS + (EMBEDDINGS_TARGETS if packaged else ())
+
+
+def _variant_data(target: Any) -> list[str]:
+    return [v.model_data for v in target.production_variants or () if v.model_data]
+
+
+def check_targets(targets: Sequence[str], models: Path) -> tuple[str, ...]:
+    """The targets, each known to a targets file (TARGET_FILES) and with its packaged models present in `models`."""
+    from infra.targets import load_target_files
+
+    known = {t.name: t for t in load_target_files(TARGET_FILES)}
     unknown = [t for t in targets if t not in known]
     if unknown:
-        raise SageboxError(f"unknown target(s) {', '.join(unknown)}; infra/targets.json has {', '.join(known)}")
+        raise SageboxError(f"unknown target(s) {', '.join(unknown)}; the targets files have {', '.join(known)}")
     missing = [
-        f"{name} ({known[name].model_data})"
+        f"{name} ({data})"
         for name in targets
-        if not known[name].model_data.startswith("s3://") and not (models / known[name].model_data).is_file()
+        for data in [known[name].model_data, *_variant_data(known[name])]
+        if not data.startswith("s3://") and not (models / data).is_file()
     ]
     if missing:
         raise SageboxError(f"{models} lacks the model of target(s) {', '.join(missing)}")
     return tuple(targets)
+
+
+def targets_context(targets: Sequence[str]) -> list[str]:
+    """`-c targets=...` naming the second targets file too when a target of it is deployed (none otherwise: the
+    app's default file)."""
+    from infra.targets import load_targets
+
+    extra = {t.name for t in load_targets(EMBEDDINGS_TARGETS_FILE)}
+    if not extra.intersection(targets):
+        return []
+    return ["-c", "targets=" + ",".join(str(path) for path in TARGET_FILES)]
 
 
 def prepare_containers(state: BoxState, state_dir: Path, say: Say) -> None:
@@ -141,6 +173,7 @@ def image_uri(state: BoxState) -> str:
 def cdk_context(state: BoxState, targets: Sequence[str]) -> list[str]:
     # The box serves neuron_emu models on inf2/trn1 targets (on the host CPU): its own deploys allow them.
     args = ["-c", f"model_dir={state.models_dir}", "-c", f"only={','.join(targets)}", "-c", "allow_emulated=true"]
+    args += targets_context(targets)
     if state.mode == "processes":
         args += ["-c", f"image_uri={image_uri(state)}"]
     return args
@@ -166,11 +199,11 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
             tear_down(state_dir, say)
     state = BoxState(region=REGION, mode="containers" if options.containers else "processes")
     targets: tuple[str, ...] = ()
-    if options.targets:
+    if options.targets is None or options.targets:
         with step("packaged models") as say:
             models, source = choose_models(options, say)
             state.models_dir, state.models_source = str(models), source
-            targets = check_targets(options.targets, models)
+            targets = check_targets(options.targets or default_targets(models), models)
             say(f"{source}: {models}")
     try:
         if options.containers:

@@ -1,4 +1,5 @@
-"""`sagebox bench`: the reference workflow's comparison table for QA endpoints (local box or a real account)."""
+"""`sagebox bench`: the reference workflow's comparison table for endpoints of any task (local box or a real
+account)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def build_parser_defaults() -> argparse.Namespace:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmark endpoints: P50/P90/P99, QPS, $ per million queries, EM/F1")
+    p = sub.add_parser(
+        "bench", help="benchmark endpoints: P50/P90/P99, QPS, $ per million queries, accuracy of each task"
+    )
     add_arguments(p)
     p.set_defaults(func=run)
 
@@ -29,8 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--endpoint",
         action="append",
-        metavar="NAME=INSTANCE_TYPE[:VARIANT]",
-        help="a real endpoint and its instance type (repeatable); default: every endpoint of the local box",
+        metavar="NAME=INSTANCE_TYPE[:VARIANT[:TASK]]",
+        help="a real endpoint and its instance type, its variant and its task (default question-answering) "
+        "(repeatable); default: every endpoint of the local box",
     )
     p.add_argument("--targets", help="local box targets to benchmark (comma-separated; default: all)")
     p.add_argument(
@@ -46,6 +50,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="a second SQuAD v1.1 JSON, scored only (held-out EM/F1 columns; local box default: the hand-written "
         "held-out set tests/data/heldout/heldout_qa.json)",
+    )
+    p.add_argument(
+        "--data",
+        action="append",
+        metavar="TASK=PATH",
+        help="labelled requests for a text task's endpoints (repeatable), in the formats `sagebox build --eval` reads "
+        "(feature-extraction: query/passage pairs, scored recall@10); default: the hand-made retrieval set for "
+        "embeddings on the local box, else built-in text (timed, not scored)",
     )
     p.add_argument("--prices", type=Path, help="price table JSON (default: infra/data/prices.json)")
     p.add_argument("--baseline", help="row that relative $/performance compares against (default: first FP32 row)")
@@ -89,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out or state_dir() / "bench" / time.strftime("%Y%m%d-%H%M%S"),
         baseline=args.baseline,
         heldout=session.heldout_questions(args.also_eval, runtime.local),
+        data=session.parse_data(getattr(args, "data", None)),
     )
     console = make_console()
     with Progress(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sagebox.box.up import DEFAULT_TARGETS
+from sagebox.box.up import DEFAULT_TARGETS, EMBEDDINGS_TARGETS
 from sagebox.errors import SageboxError
 
 if TYPE_CHECKING:
@@ -20,9 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="an embedded AWS on this machine, deployed to with `cdk deploy` (no account)")
     p.add_argument(
         "--targets",
-        default=",".join(DEFAULT_TARGETS),
-        help=f"comma-separated targets of infra/targets.json, 'all', or 'none' (start the box only; deploy with "
-        f"`npx cdk deploy`) (default: {','.join(DEFAULT_TARGETS)})",
+        help=f"comma-separated targets of infra/targets.json (or {EMBEDDINGS_TARGETS[0]} of "
+        f"infra/examples/embeddings.json), 'all', or 'none' (start the box only; deploy with `npx cdk deploy`) "
+        f"(default: {','.join(DEFAULT_TARGETS)}, and {EMBEDDINGS_TARGETS[0]} when the models hold "
+        "embeddings/{fp32,int8}/model.tar.gz, as the demo's do)",
     )
     p.add_argument(
         "--models",
@@ -88,11 +89,11 @@ def run_up(args: argparse.Namespace) -> int:
     from sagebox.cli.common import console as make_console
     from sagebox.paths import state_dir
 
-    targets = _targets(args.targets)
+    targets = _targets(args.targets) if args.targets is not None else None
     started = time.monotonic()
     with _steps() as step:
         options = UpOptions(
-            tuple(targets),
+            tuple(targets) if targets is not None else None,
             args.containers,
             state_dir(),
             getattr(args, "models", None),
@@ -113,7 +114,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     tear_down(state_dir(), lambda line: None)  # a box left from an earlier run is replaced
     started = time.monotonic()
-    run_up(argparse.Namespace(targets=",".join(DEFAULT_TARGETS), containers=args.containers, models=None))
+    run_up(argparse.Namespace(targets=None, containers=args.containers, models=None))
     bench_args = bench.build_parser_defaults()
     bench_args.queries = args.queries
     bench.run(bench_args)
@@ -130,7 +131,7 @@ def _targets(raw: str) -> list[str]:
     from infra.targets import load_targets
 
     if raw.strip() == "all":
-        return [t.name for t in load_targets()]
+        return [t.name for t in load_targets()]  # infra/targets.json's (the embeddings one only when named)
     if raw.strip() == "none":
         return []
     targets = [t.strip() for t in raw.split(",") if t.strip()]

@@ -1,4 +1,5 @@
-"""`sagebox invoke`: ask an endpoint the reference questions (or your own) and print answers and latency."""
+"""`sagebox invoke`: ask an endpoint the reference questions (or your own), or send it texts (classification, NER,
+embeddings), and print the answers and latency."""
 
 from __future__ import annotations
 
@@ -17,24 +18,47 @@ def add_endpoint_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("invoke", help="ask an endpoint questions through boto3's sagemaker-runtime client")
+    p = sub.add_parser("invoke", help="invoke an endpoint (any task) through boto3's sagemaker-runtime client")
     add_endpoint_options(p)
     p.add_argument("--variant", choices=["int8", "fp32", "neuron"], default="int8", help="pick the local endpoint")
     p.add_argument("--question", action="append", help="a question (repeatable; default: the reference questions)")
     p.add_argument("--context", help="the paragraph (default: the Amazon rainforest paragraph)")
+    p.add_argument(
+        "--text",
+        action="append",
+        help="a text for a text-classification, token-classification or feature-extraction endpoint (repeatable)",
+    )
+    p.add_argument(
+        "--parameters", help='the request\'s "parameters" as JSON, e.g. \'{"top_k": 2}\' (text endpoints only)'
+    )
     p.add_argument("--custom-attributes", help="X-Amzn-SageMaker-Custom-Attributes to send")
     p.set_defaults(func=run)
 
 
-def resolve_endpoint(args: argparse.Namespace, variant: str | None) -> tuple[str, object]:
+def resolve_endpoint(
+    args: argparse.Namespace, variant: str | None, task: str | None = "question-answering"
+) -> tuple[str, object]:
     """The endpoint name and a sagemaker-runtime client: the local box's when it has that endpoint (or, without
-    --endpoint, one of that variant), else a real account's."""
+    --endpoint, one of that variant and task: None for any but question answering), else a real account's."""
     from sagebox.runtime import connect
 
     runtime = connect(args.region, args.profile, args.runtime_url)
     endpoint = args.endpoint
     if runtime.local:
-        local = runtime.find(endpoint) if endpoint else (runtime.by_variant(variant) if variant else None)
+        local = None
+        if endpoint:
+            local = runtime.find(endpoint)
+        elif variant and task is not None:
+            local = runtime.by_variant(variant, task)
+        elif variant:
+            local = next(
+                (
+                    e
+                    for t, e in sorted(runtime.endpoints.items())
+                    if e.variant == variant and e.task != "question-answering"
+                ),
+                None,
+            )
         if local is not None:
             return local.endpoint_name, runtime.client
         if endpoint:  # not one of the box's: a real account's endpoint
@@ -53,6 +77,8 @@ def run(args: argparse.Namespace, variant: str | None = None) -> int:
     from sagebox.invoke import invoke_qa
 
     variant = variant or getattr(args, "variant", None)
+    if getattr(args, "text", None):
+        return run_texts(args, variant)
     endpoint, runtime = resolve_endpoint(args, variant)
     questions = args.question or list(RAINFOREST_QUESTIONS)
     context = args.context or RAINFOREST_CONTEXT
@@ -69,6 +95,58 @@ def run(args: argparse.Namespace, variant: str | None = None) -> int:
     latencies.sort()
     console.print(f"{len(latencies)} questions, median latency {latencies[len(latencies) // 2]:.1f} ms")
     return 0
+
+
+def run_texts(args: argparse.Namespace, variant: str | None) -> int:
+    """Send the texts in one request ({"inputs": [...], "parameters": ...}) and show each answer by its shape."""
+    import json
+
+    from rich.table import Table
+
+    from sagebox.cli.common import console as make_console
+    from sagebox.invoke import invoke_json
+
+    parameters = None
+    if args.parameters:
+        try:
+            parameters = json.loads(args.parameters)
+        except json.JSONDecodeError as exc:
+            raise SageboxError(f"--parameters is not JSON: {exc.msg}") from None
+        if not isinstance(parameters, dict):
+            raise SageboxError("--parameters must be a JSON object")
+    endpoint, runtime = resolve_endpoint(args, variant, task=None)
+    request: dict[str, object] = {"inputs": list(args.text)}
+    if parameters:
+        request["parameters"] = parameters
+    result = invoke_json(runtime, endpoint, request, args.custom_attributes)
+    table = Table(title=f"{endpoint} ({result.latency_ms:.1f} ms)", title_justify="left")
+    table.add_column("text")
+    table.add_column("answer")
+    answers = result.body if isinstance(result.body, list) else [result.body]
+    for text, answer in zip(args.text, answers, strict=False):
+        table.add_row(text, describe_answer(answer))
+    make_console().print(table)
+    return 0
+
+
+def describe_answer(answer: object) -> str:
+    """One text's answer, readably: labels with scores, entities, or an embedding's size and first values."""
+    if isinstance(answer, dict) and "label" in answer:
+        return f"{answer['label']} ({float(answer['score']):.3f})"
+    if isinstance(answer, list) and answer and all(isinstance(v, int | float) for v in answer):
+        values = ", ".join(f"{float(v):+.4f}" for v in answer[:4])
+        norm = sum(float(v) ** 2 for v in answer) ** 0.5
+        return f"embedding of {len(answer)} floats (norm {norm:.3f}): [{values}, ...]"
+    if isinstance(answer, list) and all(isinstance(a, dict) for a in answer):
+        parts = []
+        for item in answer:
+            if "entity_group" in item or "entity" in item:
+                kind = item.get("entity_group", item.get("entity"))
+                parts.append(f"{item.get('word')!r} {kind} [{item.get('start')}:{item.get('end')}] {item['score']:.3f}")
+            elif "label" in item:
+                parts.append(f"{item['label']} ({float(item['score']):.3f})")
+        return "; ".join(parts) if parts else "(no entities)"
+    return str(answer)
 
 
 def script_main(variant: str, argv: list[str] | None = None) -> int:
