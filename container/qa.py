@@ -15,7 +15,7 @@ from tokenizers import Encoding, Tokenizer
 
 from container.tasks.base import InputTooLong
 from container.tasks.text import pad_id as _pad_id
-from container.tasks.text import pick_bucket
+from container.tasks.text import padded, pick_bucket
 
 # Smallest window of context tokens worth sending next to the question.
 MIN_CONTEXT_TOKENS = 8
@@ -132,12 +132,7 @@ class QAProcessor:
     ) -> Feature:
         length = len(window.ids)
         bucket = pick_bucket(length, self.buckets)
-        ids = np.full(bucket, self._pad_id, dtype=np.int64)
-        ids[:length] = window.ids
-        mask = np.zeros(bucket, dtype=np.int64)
-        mask[:length] = 1
-        types = np.zeros(bucket, dtype=np.int64)
-        types[:length] = window.type_ids
+        ids, mask, types = padded(window.ids, window.type_ids, bucket, self._pad_id)
         context_mask = np.zeros(bucket, dtype=bool)
         context_mask[:length] = [sid == 1 for sid in sequence_ids]
         starts = np.zeros(bucket, dtype=bool)

@@ -20,6 +20,12 @@ from tests.model_factory import ARCHS, make_model_folder
 
 TEXT_TASKS = ("text-classification", "token-classification", "feature-extraction")
 TASKS = ("question-answering", *TEXT_TASKS)
+# Neuron artifacts (the slowest part of a build: a traced graph per bucket) for one task per architecture.
+WITH_NEURON = (
+    ("bert", "token-classification"),
+    ("distilbert", "text-classification"),
+    ("roberta", "feature-extraction"),
+)
 # Random tiny models decide near ties that INT8 rounding can flip: the gate runs, with room for that.
 TINY_MAX_DROP = 25.0
 TINY_MIN_COSINE = 0.9
@@ -52,7 +58,8 @@ def build(root: Path, arch: str, task: str) -> TaskBuild:
 
     folder = make_model_folder(root / "hf" / f"{arch}-{task}", arch, task)
     work, packages = root / "work" / f"{arch}-{task}", root / "packages" / f"{arch}-{task}"
-    build_all(folder, None, work, packages, max_drop=TINY_MAX_DROP, min_cosine=TINY_MIN_COSINE)
+    neuron = (arch, task) in WITH_NEURON
+    build_all(folder, None, work, packages, max_drop=TINY_MAX_DROP, min_cosine=TINY_MIN_COSINE, neuron=neuron)
     return TaskBuild(arch, task, folder, work, packages)
 
 

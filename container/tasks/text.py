@@ -28,6 +28,18 @@ def pad_id(tokenizer: Tokenizer) -> int:
     return 0
 
 
+def padded(ids: list[int], type_ids: list[int], bucket: int, pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """input_ids, attention_mask and token_type_ids of one window, padded to `bucket` tokens."""
+    length = len(ids)
+    input_ids = np.full(bucket, pad, dtype=np.int64)
+    input_ids[:length] = ids
+    mask = np.zeros(bucket, dtype=np.int64)
+    mask[:length] = 1
+    types = np.zeros(bucket, dtype=np.int64)
+    types[:length] = type_ids
+    return input_ids, mask, types
+
+
 @dataclass(frozen=True)
 class Encoded:
     """The windows of one input; `truncated` when tokens past the last window were dropped."""
@@ -109,13 +121,7 @@ class TextEncoder:
 
     def window(self, encoding: Encoding) -> Window:
         length = len(encoding.ids)
-        bucket = pick_bucket(length, self.buckets)
-        ids = np.full(bucket, self._pad_id, dtype=np.int64)
-        ids[:length] = encoding.ids
-        mask = np.zeros(bucket, dtype=np.int64)
-        mask[:length] = 1
-        types = np.zeros(bucket, dtype=np.int64)
-        types[:length] = encoding.type_ids
+        ids, mask, types = padded(encoding.ids, encoding.type_ids, pick_bucket(length, self.buckets), self._pad_id)
         return Window(
             ids,
             mask,

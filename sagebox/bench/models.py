@@ -515,23 +515,7 @@ def print_tables(result: Json) -> None:
                 "pass" if row["gate_passed"] else "FAIL",
             )
         console.print(acc)
-    embeddings = result.get("embeddings_minilm")
-    if embeddings and "model_call" in embeddings:
-        checks_text = "; ".join(
-            f"{c['metric']} FP32 {c['fp32']:.4f} INT8 {c['int8']:.4f}" for c in embeddings["gate"]["checks"]
-        )
-        emb = Table(title=f"all-MiniLM-L6-v2 embeddings, model call (gate: {checks_text})")
-        for column in ("request", "tokens", "FP32 P50 ms", "INT8 P50 ms", "INT8/FP32"):
-            emb.add_column(column, justify="left" if column == "request" else "right")
-        for name, row in embeddings["model_call"].items():
-            emb.add_row(
-                name,
-                str(row["tokens"]),
-                f"{row['fp32']['p50_ms']:.2f}",
-                f"{row['int8']['p50_ms']:.2f}",
-                f"{row['int8_over_fp32_p50']:.3f}",
-            )
-        console.print(emb)
+    print_embeddings(result)
     summary = Table(title="Acceptance checks")
     for column in ("check", "value", "target", "result"):
         summary.add_column(column)
@@ -557,6 +541,35 @@ def print_tables(result: Json) -> None:
         )
     for line in result.get("notes", [])[2:]:
         console.print(f"note: {line}")
+
+
+def print_embeddings(result: Json) -> None:
+    from rich.table import Table
+
+    from sagebox.cli.common import console as make_console
+
+    embeddings = result.get("embeddings_minilm")
+    if not embeddings or "model_call" not in embeddings:
+        return
+    checks_text = "; ".join(
+        f"{c['metric']} FP32 {c['fp32']:.4f} INT8 {c['int8']:.4f}" for c in embeddings["gate"]["checks"]
+    )
+    table = Table(title=f"all-MiniLM-L6-v2 embeddings, model call (gate: {checks_text})")
+    for column in ("request", "tokens", "FP32 P50 ms", "INT8 P50 ms", "INT8/FP32"):
+        table.add_column(column, justify="left" if column == "request" else "right")
+    for name, row in embeddings["model_call"].items():
+        table.add_row(
+            name,
+            str(row["tokens"]),
+            f"{row['fp32']['p50_ms']:.2f}",
+            f"{row['int8']['p50_ms']:.2f}",
+            f"{row['int8_over_fp32_p50']:.3f}",
+        )
+    console = make_console()
+    console.print(table)
+    machine = result["machine"]
+    flags = ", ".join(flag for flag, present in machine["flags"].items() if present) or "none of interest"
+    console.print(f"machine: {machine['model']}; flags: {flags}; INT8 dot product: {machine['int8_dot_product']}")
 
 
 def write_json(result: Json, out: Path) -> None:
@@ -613,6 +626,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="no all-MiniLM-L6-v2 embeddings section (INT8/FP32 model call, cosine, recall@10)",
     )
+    p.add_argument(
+        "--only-embeddings",
+        action="store_true",
+        help="only the all-MiniLM-L6-v2 embeddings section (no BERT-base speed or MiniLM QA sections)",
+    )
     p.add_argument("--no-package", dest="package", action="store_false", help="skip the model.tar.gz sizes")
     p.add_argument("--no-avx2-emulation", dest="avx2_emulation", action="store_false")
     p.add_argument("--skip-runtime-checks", action="store_true", help="no layer-norm / spin / denormal section")
@@ -625,14 +643,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child_latency:
         return child_latency(args)
     try:
-        result = run(args)
+        result = run_embeddings_only(args) if args.only_embeddings else run(args)
     except SageboxError as exc:
         print(f"bench_models: error: {exc}", file=sys.stderr)
         return 1
     write_json(result, args.out)
-    print_tables(result)
+    if args.only_embeddings:
+        print_embeddings(result)
+    else:
+        print_tables(result)
     print(f"results: {args.out}")
     return 0
+
+
+def run_embeddings_only(args: argparse.Namespace) -> Json:
+    from rich.console import Console
+
+    from sagebox.bench.embeddings import minilm_embeddings
+
+    err = Console(stderr=True)
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    before = CpuSnapshot.take()
+    section = minilm_embeddings(args.work_dir, args.threads, args.rounds, lambda line: err.print(f"[dim]{line}[/dim]"))
+    return {
+        "started_at": started_at,
+        "machine": {**cpu_info(), "python": platform.python_version()},
+        "setup": {"threads": args.threads, "rounds": args.rounds},
+        "embeddings_minilm": section,
+        "load_whole_run": load_between(before, CpuSnapshot.take(), os.cpu_count() or 1),
+    }
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from sagebox.errors import SageboxError
 from sagebox.pipeline import export
 from sagebox.pipeline.artifact import staged_dir, write_manifest
 from sagebox.pipeline.hf_model import TaskModule, load_task_module
-from sagebox.pipeline.hf_task import TaskInfo, detect_task, tokenizer_file
+from sagebox.pipeline.hf_task import TaskInfo, detect_task, read_json, tokenizer_file
 
 # CPU runtimes take any shape, so buckets only bound padding and the number of shapes to warm up: 32-token steps
 # up to 192, where most SQuAD-style requests fall (BERT-base INT8 on SQuAD-style requests: +18% QPS sequential
@@ -84,12 +83,7 @@ def source_spec(info: TaskInfo, source: ModelSource | None = None) -> SourceSpec
     license_name = card_license(folder) or card_license(info.model_dir) or "unknown"
     source_file = folder / SOURCE_FILE
     if source_file.is_file():
-        try:
-            record = json.loads(source_file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SageboxError(f"{source_file} is not valid JSON: {exc}") from None
-        if not isinstance(record, dict):
-            raise SageboxError(f"{source_file} must hold a JSON object")
+        record = read_json(source_file)
         name = str(record.get("name") or name)
         license_name = str(record.get("license", license_name))
     if source is not None:

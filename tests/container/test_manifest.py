@@ -69,6 +69,17 @@ def test_missing_or_broken_manifest(tiny_model_dir: Path, tmp_path: Path) -> Non
         ({"variant": "neuron"}, "neuron"),
         ({"model_file": "other.pt"}, "not listed"),
         ({"surprise": 1}, "Extra inputs"),
+        ({"task": "summarization"}, "task"),
+        ({"task": "text-classification"}, "must record its labels"),
+        ({"task": "text-classification", "labels": ["a", "b"]}, "problem_type is recorded for"),
+        ({"task": "token-classification", "labels": ["O"], "problem_type": "regression"}, "problem_type"),
+        ({"labels": ["a"]}, "a question-answering model has no labels"),
+        ({"task": "feature-extraction"}, "pooling is recorded for"),
+        (
+            {"task": "feature-extraction", "pooling": {"modes": ["mean", "mean"], "normalize": True, "dimension": 8}},
+            "repeat",
+        ),
+        ({"schema_version": 3}, "schema 3 is not one this server reads"),
     ],
 )
 def test_schema_rejects(tiny_model_dir: Path, tmp_path: Path, changes: dict, fragment: str) -> None:
@@ -107,3 +118,25 @@ def test_compile_spec_tensor_parallel_defaults_keep_old_manifests_valid() -> Non
 def test_compile_spec_refuses_degrees_it_cannot_serve(fields: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValidationError, match=fragment):
         CompileSpec.model_validate(_neuron_compile(**fields))
+
+
+def test_a_schema_1_manifest_is_question_answering(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Models built before there were other tasks say task "extractive-qa" and schema 1: they still serve."""
+    model_dir = copy(tiny_model_dir, tmp_path)
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    for key in ("labels", "problem_type", "pooling"):
+        manifest.pop(key)
+    manifest["source"] = {k: v for k, v in manifest["source"].items() if k in ("name", "architecture", "license")}
+    (model_dir / "manifest.json").write_text(json.dumps({**manifest, "schema_version": 1, "task": "extractive-qa"}))
+    loaded = load_verified(model_dir)
+    assert loaded.task == "question-answering" and loaded.source.origin == "folder"
+
+
+def test_each_task_records_what_its_server_needs(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model_dir = copy(tiny_model_dir, tmp_path)
+    pooling = {"modes": ["cls", "mean"], "normalize": True, "dimension": 64, "dense_layers": 1, "lowercase": True}
+    edit_manifest(model_dir, task="feature-extraction", pooling=pooling)
+    loaded = load_verified(model_dir)
+    assert loaded.pooling is not None and loaded.pooling.modes == ["cls", "mean"] and loaded.pooling.lowercase
+    edit_manifest(model_dir, task="text-classification", pooling=None, labels=["no", "yes"], problem_type="regression")
+    assert load_verified(model_dir).labels == ["no", "yes"]

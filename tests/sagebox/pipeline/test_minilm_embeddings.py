@@ -1,0 +1,48 @@
+"""The shipped all-MiniLM-L6-v2 as a sentence-embedding model (what `make demo` deploys as c6i-embeddings): its INT8
+keeps cosine >= 0.99 to FP32 and recall@10 within a point on the hand-made query/passage set of tests/data, and
+FP32 answers as sentence-transformers itself does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from container.predictor import Predictor
+from sagebox.box.artifacts import RETRIEVAL
+from sagebox.pipeline.demo_models import minilm_source_dir
+from sagebox.pipeline.quant_options import QuantizeOptions, fallbacks
+from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
+from sagebox.pipeline.task_data import load_retrieval
+
+pytestmark = pytest.mark.slow
+
+
+def test_minilm_int8_embeddings_pass_the_gate_on_the_retrieval_set(tmp_path: Path) -> None:
+    outcome = run_quantize(
+        QuantizeRequest(
+            model=minilm_source_dir(),
+            out=tmp_path / "minilm",
+            eval_data=RETRIEVAL,
+            threads=2,
+            fallbacks=fallbacks(QuantizeOptions()),
+        )
+    )
+    assert outcome.task == "feature-extraction" and outcome.gate.passed and outcome.gate.labelled
+    cosine, recall = outcome.gate.checks
+    assert cosine.name == "mean cosine(INT8, FP32)" and cosine.int8 >= 0.99
+    assert recall.name == "recall@10" and recall.drop <= 1.0 and recall.fp32 >= 90.0
+    manifest = outcome.fp32_manifest
+    assert manifest.pooling is not None and manifest.pooling.modes == ["mean"] and manifest.pooling.normalize
+    assert manifest.sequence_buckets[-1] == 256  # sentence_bert_config.json's max_seq_length
+
+    from sentence_transformers import SentenceTransformer
+
+    data = load_retrieval(RETRIEVAL)
+    texts = list(data.queries[:16])
+    reference = SentenceTransformer(str(minilm_source_dir()), device="cpu").encode(texts, convert_to_numpy=True)
+    predictor = Predictor.load(tmp_path / "minilm" / "fp32")
+    served = np.stack([r.values for r in predictor.infer(texts)])
+    cosines = (reference * served).sum(axis=1) / np.linalg.norm(reference, axis=1) / np.linalg.norm(served, axis=1)
+    assert cosines.min() >= 0.9999
