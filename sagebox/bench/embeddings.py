@@ -18,7 +18,7 @@ from container.tasks.base import Window
 from sagebox.bench.latency import interleaved_latency, summarize
 
 Json = dict[str, Any]
-QUERY = "how long does a passport renewal take"  # 16 tokens with its special tokens, padded to the 64 bucket
+QUERY = "how long does it take to renew an expired passport by post in winter"  # 16 tokens with [CLS] and [SEP]
 SENTENCE = (
     "The ferry to the island leaves the harbour every two hours in summer, but only three times a day "
     "between October and April."
