@@ -5,6 +5,7 @@
                        session=boto3.Session(profile_name="ml"))           # a real account
     predictor = deploy(..., session=box_session())                          # the local box (`sagebox up`)
     predictor.predict({"question": "...", "context": "..."})               # -> {"answer", "score", "start", "end"}
+    predictor.predict({"inputs": ["a text"]})                               # other tasks: what their pipeline answers
     predictor.delete()
 
 The SDK is imported inside these functions only: `sagebox` CLI start-up never pays its ~2 s import.

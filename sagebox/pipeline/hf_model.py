@@ -168,7 +168,9 @@ def load_task_module(info: TaskInfo, attn_implementation: str = "eager") -> Task
         )
     except Exception as exc:  # transformers, safetensors and torch each raise their own types for a bad folder
         raise SageboxError(f"cannot load the model in {folder}: {_first_line(exc)}") from None
-    missing = [key for key in loading.get("missing_keys", []) if not key.startswith(("pooler.",))]
+    # A classifier's pooler is part of its head: missing, it would start from random weights too. (Embeddings use
+    # the last hidden states, never the pooler; QA and token-classification models have none.)
+    missing = list(loading.get("missing_keys", []))
     if info.task != "feature-extraction" and missing:
         raise SageboxError(
             f"{folder}'s weights lack its {info.task} head ({', '.join(sorted(missing)[:3])}): transformers would "

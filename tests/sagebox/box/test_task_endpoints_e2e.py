@@ -34,8 +34,10 @@ pytestmark = [
 ]
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagebox-serving:tasks"
-# One architecture per task through the Hub (the folder builds cover every architecture).
-HUB_CASES = (("distilbert", "token-classification"), ("roberta", "text-classification"), ("bert", "feature-extraction"))
+# One architecture per task through the Hub (the folder builds cover every architecture). The first is built as a
+# user builds it, `sagebox build --model <id>@main` in a new process; the others through the same resolution and
+# build_all in this process (saving an interpreter's imports and a Neuron compile each).
+HUB_CASES = (("roberta", "text-classification"), ("distilbert", "token-classification"), ("bert", "feature-extraction"))
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,31 @@ def deploy(box: EmbeddedAws, name: str, package: Path) -> None:
         ],
     )
     sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
+
+
+def hub_build_in_process(hub: HubStandIn, hf_home: Path, repo_id: str, root: Path) -> str:
+    """The same resolution (huggingface_hub against the stand-in) and build, in this process; the build's output."""
+    from sagebox.pipeline.build_all import build_all
+    from sagebox.pipeline.servable import ModelSource
+
+    with pytest.MonkeyPatch.context() as env:
+        for name in [k for k in os.environ if k.startswith("HF_")]:
+            env.delenv(name)
+        env.setenv("HF_ENDPOINT", hub.url)
+        env.setenv("HF_HOME", str(hf_home))
+        source = ModelSource.resolve(f"{repo_id}@main")
+    artifacts = build_all(
+        source.folder,
+        None,
+        root / "work",
+        root / "packages",
+        source=source,
+        max_drop=TINY_MAX_DROP,
+        min_cosine=TINY_MIN_COSINE,
+        neuron=False,
+    )
+    assert artifacts.source is not None
+    return f"{artifacts.source.name} @ {artifacts.source.revision}"
 
 
 def hub_build(hub: HubStandIn, hf_home: Path, repo_id: str, root: Path) -> subprocess.CompletedProcess[str]:
@@ -104,12 +131,16 @@ def deployed(
     hub_dirs: dict[str, Path] = {}
     with HubStandIn() as hub:
         commits = {}
-        for arch, task in HUB_CASES:
+        for index, (arch, task) in enumerate(HUB_CASES):
             repo_id = f"sagebox-tests/{arch}-{task}"
             commits[repo_id] = hub.add_repo(repo_id, {"main": task_builds[(arch, task)].folder})["main"]
-            result = hub_build(hub, root / "hf-home", repo_id, root / f"{arch}-{task}")
-            assert result.returncode == 0, result.stderr[-2000:]
-            assert f"@ {commits[repo_id]}" in result.stdout
+            if index == 0:
+                result = hub_build(hub, root / "hf-home", repo_id, root / f"{arch}-{task}")
+                assert result.returncode == 0, result.stderr[-2000:]
+                said = result.stdout
+            else:
+                said = hub_build_in_process(hub, root / "hf-home", repo_id, root / f"{arch}-{task}")
+            assert f"{repo_id} @ {commits[repo_id]}" in " ".join(said.split())  # however the console wrapped it
             name = endpoint_name(arch, task, "fp32", "hub")
             deploy(embedded_aws, name, root / f"{arch}-{task}" / "packages" / "fp32" / "model.tar.gz")
             endpoints[name] = (task_builds[(arch, task)], "fp32")
