@@ -88,7 +88,7 @@ class LocalServer:
             if status == 200:
                 return
             if body.get("status") == "failed":
-                from sagebox.box.fleet import load_failure
+                from container.logs import load_failure
 
                 lines = self.log().splitlines()[-40:]
                 reason = load_failure(lines) or str(body.get("message"))

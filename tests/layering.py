@@ -7,8 +7,9 @@
     scripts     -> sagebox, infra, container, neuron_emu (runnable wrappers; nothing imports them)
     tests       -> anything; nothing outside tests imports tests
 
-Imports inside functions count too (a deferred import is still a dependency). Module-level imports between the
-project's modules must not form a cycle.
+Imports inside functions count too (a deferred import is still a dependency), and so they do for cycles: no two
+modules may import each other, whether at module level or deferred inside a function (a deferred import only moves
+the circle to run time). Imports under `if TYPE_CHECKING:` are for the type checker alone and count for neither.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Import:
     target: str  # the imported module (dotted, absolute)
     line: int
     top_level: bool  # executed at import time (not inside a function or `if TYPE_CHECKING`)
+    type_only: bool = False  # under `if TYPE_CHECKING:`: never executed
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -54,11 +56,11 @@ def _type_checking(node: ast.If) -> bool:
 def imports_of(source: str, module: str, is_package: bool = False) -> Iterator[Import]:
     tree = ast.parse(source)
 
-    def visit(node: ast.AST, top: bool) -> Iterator[Import]:
+    def visit(node: ast.AST, top: bool, type_only: bool = False) -> Iterator[Import]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import):
                 for alias in child.names:
-                    yield Import(module, alias.name, child.lineno, top)
+                    yield Import(module, alias.name, child.lineno, top, type_only)
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -67,14 +69,15 @@ def imports_of(source: str, module: str, is_package: bool = False) -> Iterator[I
                     base = ".".join([*anchor, base] if base else anchor)
                 for alias in child.names:
                     # `from pkg import sub` may name a submodule: record both; the checker keeps project modules.
-                    yield Import(module, f"{base}.{alias.name}" if alias.name != "*" else base, child.lineno, top)
-                    yield Import(module, base, child.lineno, top)
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or (
-                isinstance(child, ast.If) and _type_checking(child)
-            ):
-                yield from visit(child, False)
+                    name = f"{base}.{alias.name}" if alias.name != "*" else base
+                    yield Import(module, name, child.lineno, top, type_only)
+                    yield Import(module, base, child.lineno, top, type_only)
+            elif isinstance(child, ast.If) and _type_checking(child):
+                yield from visit(child, False, True)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                yield from visit(child, False, type_only)
             else:
-                yield from visit(child, top)
+                yield from visit(child, top, type_only)
 
     yield from visit(tree, True)
 
@@ -106,11 +109,16 @@ def forbidden(imports: Iterable[Import]) -> list[str]:
     return sorted(set(broken))
 
 
-def cycles(imports: Iterable[Import], modules: set[str]) -> list[list[str]]:
-    """Cycles among the project's modules through top-level imports (each cycle once)."""
+def cycles(imports: Iterable[Import], modules: set[str], deferred: bool = False) -> list[list[str]]:
+    """Cycles among the project's modules through top-level imports, or with `deferred` through every executed
+    import, those inside functions included (each cycle once). A package's own modules importing their package
+    (`from sagebox.box import x` records `sagebox.box` too) is no cycle of the code's design: an edge from a module
+    to a package that contains it is left out."""
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for item in imports:
-        if item.top_level and item.target in modules and item.target != item.module:
+        if item.type_only or not (item.top_level or deferred):
+            continue
+        if item.target in modules and item.target != item.module and not item.module.startswith(item.target + "."):
             graph[item.module].add(item.target)
     found: list[list[str]] = []
     state: dict[str, int] = {}

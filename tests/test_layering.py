@@ -19,6 +19,26 @@ def test_no_cycles_among_module_level_imports() -> None:
     assert cycles(all_imports(REPO, files), modules) == []
 
 
+def test_no_cycles_even_through_imports_deferred_inside_functions() -> None:
+    files = list(project_files(REPO))
+    modules = {module_name(REPO, path) for path in files}
+    assert cycles(all_imports(REPO, files), modules, deferred=True) == []
+
+
+def test_a_circle_closed_inside_a_function_is_caught() -> None:
+    fleet = list(imports_of("from pkg.server import free_port\n", "pkg.box.fleet"))
+    server = list(
+        imports_of("def f():\n    from pkg.box.fleet import load_failure\n    return load_failure\n", "pkg.server")
+    )
+    modules = {"pkg.box.fleet", "pkg.server"}
+    assert cycles([*fleet, *server], modules) == []  # module level only: the deferred import hides it
+    assert cycles([*fleet, *server], modules, deferred=True) == [["pkg.box.fleet", "pkg.server", "pkg.box.fleet"]]
+    guarded = imports_of(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.box.fleet\n", "pkg.server"
+    )
+    assert cycles([*fleet, *guarded], modules, deferred=True) == []
+
+
 def test_a_forbidden_import_is_caught_even_deferred_inside_a_function() -> None:
     source = "import json\n\ndef f():\n    from sagebox.errors import SageboxError\n    return SageboxError\n"
     found = forbidden(imports_of(source, "neuron_emu.qa"))

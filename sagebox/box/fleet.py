@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from container.logs import load_failure
 from sagebox.box.specs import VariantSpec
 from sagebox.errors import SageboxError
 from sagebox.local_server import free_port
@@ -126,18 +127,6 @@ def answers_ping(instance: Instance) -> bool:
         return ping(instance.url)[0] == 200
     except (OSError, urllib.error.URLError):
         return False
-
-
-LOAD_FAILURES = ("model refused:", "model failed to load:")
-
-
-def load_failure(lines: list[str]) -> str | None:
-    """The container's own log line that says why its model did not load (the last one), from `model ...` on."""
-    for line in reversed(lines):
-        for marker in LOAD_FAILURES:
-            if marker in line:
-                return line[line.index(marker) :].strip()
-    return None
 
 
 def wait_healthy(

@@ -17,7 +17,7 @@ BACKEND_CHOICES: dict[str, Backend] = {"neuron-emu": "neuron_emu", "torch-neuron
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="compile for NeuronCores: one graph per sequence bucket")
-    from sagebox.cli.build import add_model_options
+    from sagebox.cli.model_options import add_model_options
 
     add_model_options(p)
     p.add_argument("--out", type=Path, required=True, help="model directory to write")

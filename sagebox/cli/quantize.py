@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 from sagebox.cli.common import console, default_threads, err_console
+from sagebox.cli.model_options import EXIT_GATE_FAILED
 
-EXIT_GATE_FAILED = 3
+__all__ = ["EXIT_GATE_FAILED", "register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from sagebox.cli.build import add_gate_options, add_model_options
+    from sagebox.cli.model_options import add_gate_options, add_model_options
     from sagebox.pipeline.quant_options import (
         BACKENDS,
         DEFAULT_BACKEND,
