@@ -3,13 +3,14 @@
 moto stands in for AWS only. Each patch here makes moto answer as AWS documents it, for a client that the README
 tells users to run (the CDK CLI and cdk-assets, boto3, the SageMaker SDK); infra/README.md lists every one:
 
-- `sagemaker`: the instance types of Sagebox's catalog; endpoints start `Creating` and change status only when the
-  box's control plane has started (or failed to start) their containers; `EndpointName` from templates is
-  honoured; a second `CreateEndpoint` of a name is refused; `UpdateEndpoint` exists with its `DeploymentConfig`
-  (deployment guardrails: the control plane runs blue/green all at once, canary and linear updates with bakes,
-  alarm rollbacks and the termination wait; `PendingDeploymentSummary`, `LastDeploymentConfig`, `RollingBack`),
-  `RetainAllVariantProperties` and `RetainDeploymentConfig`; `UpdateEndpointWeightsAndCapacities` starts and
-  stops instances before the counts change.
+- `sagemaker` (with `endpoint_configs` and `endpoint_updates`): the instance types of Sagebox's catalog; endpoints
+  start `Creating` and change status only when the box's control plane has started (or failed to start) their
+  containers; `EndpointName` from templates is honoured; a second `CreateEndpoint` of a name is refused;
+  `UpdateEndpoint` exists with its `DeploymentConfig` (deployment guardrails: the control plane runs blue/green all
+  at once, canary and linear updates with bakes, alarm rollbacks and the termination wait;
+  `PendingDeploymentSummary`, `LastDeploymentConfig`, `RollingBack`), `RetainAllVariantProperties` and
+  `RetainDeploymentConfig`; `UpdateEndpointWeightsAndCapacities` starts and stops instances before the counts
+  change.
 - `cloudformation`: change sets (the CDK CLI's default deploy method) resolve `Fn::ImportValue`, register their
   stack's outputs and exports, are removed once one is executed, fail the stack with a reason (not a server error)
   when a resource fails, and keep the stack in progress until its endpoints are InService on the template's

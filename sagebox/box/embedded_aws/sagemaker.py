@@ -1,13 +1,16 @@
 """moto's SageMaker, made to behave as SageMaker does around endpoints (every patch listed in infra/README.md).
 
-1. Instance types: moto 5.2's enum predates ml.c6i, ml.inf2 and ml.trn1; real SageMaker accepts them. Endpoint
-   configs accept every type of Sagebox's catalog and the current hosting families' usual sizes
+This module installs all seven patches and holds 2, 4 and 5 and the change listener; sagebox.box.embedded_aws's
+endpoint_configs holds 1 and 7, its endpoint_updates 3 and 6.
+
+1. Instance types (endpoint_configs): moto 5.2's enum predates ml.c6i, ml.inf2 and ml.trn1; real SageMaker accepts
+   them. Endpoint configs accept every type of Sagebox's catalog and the current hosting families' usual sizes
    (`CURRENT_FAMILIES`); moto's own check stays for everything else, so a typo is still refused.
 2. Lifecycle: moto makes an endpoint InService the moment it is created, serving nothing. Here `CreateEndpoint`
    leaves it `Creating` and the box's control plane (the reconciler) moves it to `InService` once its containers
    answer /ping, or to `Failed` with a reason. A second `CreateEndpoint` of an existing name is refused, as
    SageMaker does ("Cannot create already existing endpoint").
-3. `UpdateEndpoint` (missing from moto) with its `DeploymentConfig` (deployment guardrails),
+3. `UpdateEndpoint` (endpoint_updates; missing from moto) with its `DeploymentConfig` (deployment guardrails),
    `RetainAllVariantProperties` and `RetainDeploymentConfig`: the endpoint turns `Updating` with the new config
    in `PendingDeploymentSummary` while `EndpointConfigName` stays the serving one until the update completes;
    `LastDeploymentConfig` keeps the policy. The control plane runs it as SageMaker does (sagebox.box.guardrails):
@@ -20,66 +23,40 @@
    them, and the SageMaker SDK's strict response shapes reject those; here they are omitted. DescribeEndpoint's
    `DataCaptureConfig` was the endpoint config's (which the SDK's `Endpoint.get` refuses); here it is SageMaker's
    summary (`CaptureStatus: Started`: the runtime gateway captures the data).
-6. `UpdateEndpointWeightsAndCapacities`: moto set the current weights and counts at once and stayed InService;
-   here it sets the desired ones, the endpoint turns `Updating`, and the control plane starts or stops instances
-   (autoscaling calls it too) before `CurrentInstanceCount`/`CurrentWeight` follow and it is `InService` again.
-7. Endpoint types: moto dropped `ShadowProductionVariants` (from the API and from templates) and checked nothing of
-   serverless and asynchronous configs but the memory size. Here endpoint configs keep their shadow variants and
-   are refused as SageMaker refuses them: a shadow needs exactly one production and one shadow variant and no
-   serverless or async config; a serverless variant's MaxConcurrency is 1-200, it names no instance type, is the
-   only variant and captures no data; an AsyncInferenceConfig needs an OutputConfig with an S3 path and no
-   serverless variant. DescribeEndpoint reports `ShadowProductionVariants` and `AsyncInferenceConfig` once the
-   endpoint serves.
+6. `UpdateEndpointWeightsAndCapacities` (endpoint_updates): moto set the current weights and counts at once and
+   stayed InService; here it sets the desired ones, the endpoint turns `Updating`, and the control plane starts or
+   stops instances (autoscaling calls it too) before `CurrentInstanceCount`/`CurrentWeight` follow and it is
+   `InService` again.
+7. Endpoint types (endpoint_configs): moto dropped `ShadowProductionVariants` (from the API and from templates) and
+   checked nothing of serverless and asynchronous configs but the memory size. Here endpoint configs keep their
+   shadow variants and are refused as SageMaker refuses them: a shadow needs exactly one production and one shadow
+   variant and no serverless or async config; a serverless variant's MaxConcurrency is 1-200, it names no instance
+   type, is the only variant and captures no data; an AsyncInferenceConfig needs an OutputConfig with an S3 path
+   and no serverless variant. DescribeEndpoint reports `ShadowProductionVariants` and `AsyncInferenceConfig` once
+   the endpoint serves.
 
 `changed` is called (from moto's request threads) whenever an endpoint is created, updated or deleted, so the
-reconciler need not wait for its next poll.
+reconciler need not wait for its next poll; the backend methods installed here call it, the update ones after
+endpoint_updates' UpdateEndpoint or UpdateEndpointWeightsAndCapacities has succeeded.
 """
 
 from __future__ import annotations
 
-import datetime
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from moto.core.responses import ActionResult
 from moto.sagemaker.exceptions import ValidationError
-from moto.sagemaker.models import FakeEndpoint, FakeEndpointConfig, SageMakerModelBackend, sagemaker_backends
+from moto.sagemaker.models import FakeEndpoint, FakeEndpointConfig, SageMakerModelBackend
 from moto.sagemaker.responses import SageMakerResponse
 
 from sagebox.box.data_capture import CaptureConfig
-from sagebox.box.guardrails import DeploymentPolicy, GuardrailError
-from sagebox.box.specs import CREATING, FAILED, IN_SERVICE, UPDATING
-
-# Real-time hosting families newer than moto's enum (AWS, "Amazon SageMaker AI pricing", instance tables), with
-# the sizes SageMaker uses for them.
-CURRENT_FAMILIES = frozenset(
-    {
-        *("c6i", "c6in", "c7i", "c7g", "m6i", "m6g", "m7i", "m7g", "r6i", "r6g", "r7i", "g5", "g6", "g6e"),
-        *("inf2", "trn1", "trn1n", "trn2", "p4d", "p4de", "p5", "t3"),
-    }
-)
-SIZES = frozenset(
-    {
-        *("medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "9xlarge", "12xlarge", "16xlarge"),
-        *("18xlarge", "24xlarge", "32xlarge", "48xlarge"),
-    }
-)
-# Statuses from which SageMaker accepts UpdateEndpoint.
-UPDATABLE = {IN_SERVICE, FAILED}
+from sagebox.box.embedded_aws import endpoint_configs, endpoint_updates
+from sagebox.box.specs import CREATING
 
 _lock = threading.Lock()
 _applied: set[str] = set()
 _listeners: list[Callable[[str, str], None]] = []
-
-
-@dataclass(frozen=True)
-class UpdateRequest:
-    """What UpdateEndpoint asked besides the config (kept on the endpoint as `box_update`, never described)."""
-
-    retain_variant_properties: bool = False
-    exclude_retained: tuple[str, ...] = ()
 
 
 def _once(name: str) -> bool:
@@ -107,18 +84,7 @@ def accept_instance_types(known: Iterable[str]) -> None:
     if not _once("instance-types"):
         return
     original: Callable[[Any, str], None] = FakeEndpointConfig.validate_instance_type
-
-    def validate_instance_type(self: Any, instance_type: str) -> None:
-        if instance_type not in accepted and not current_type(instance_type):
-            original(self, instance_type)
-
-    FakeEndpointConfig.validate_instance_type = validate_instance_type  # type: ignore[method-assign]
-
-
-def current_type(instance_type: str) -> bool:
-    """`ml.<family>.<size>` of a hosting family newer than moto's list."""
-    parts = instance_type.split(".")
-    return len(parts) == 3 and parts[0] == "ml" and parts[1] in CURRENT_FAMILIES and parts[2] in SIZES
+    FakeEndpointConfig.validate_instance_type = endpoint_configs.accepting(accepted, original)  # type: ignore[method-assign,assignment]
 
 
 def endpoint_lifecycle() -> None:
@@ -158,6 +124,34 @@ def endpoint_lifecycle() -> None:
         original_delete(self, endpoint_name)
         _changed("deleted", endpoint_name)
 
+    def update_endpoint(
+        self: SageMakerModelBackend,
+        endpoint_name: str,
+        endpoint_config_name: str,
+        deployment_config: dict[str, Any] | None = None,
+        retain_all_variant_properties: bool = False,
+        exclude_retained_variant_properties: list[dict[str, str]] | None = None,
+        retain_deployment_config: bool = False,
+    ) -> FakeEndpoint:
+        endpoint = endpoint_updates.update_endpoint(
+            self,
+            endpoint_name,
+            endpoint_config_name,
+            deployment_config,
+            retain_all_variant_properties,
+            exclude_retained_variant_properties,
+            retain_deployment_config,
+        )
+        _changed("updated", endpoint_name)
+        return endpoint
+
+    def update_weights_and_capacities(
+        self: SageMakerModelBackend, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
+    ) -> str:
+        arn = endpoint_updates.update_weights_and_capacities(self, endpoint_name, desired_weights_and_capacities)
+        _changed("capacity", endpoint_name)
+        return arn
+
     def gen_response_object(self: FakeEndpoint) -> dict[str, Any]:
         return {
             self.camelCase(key) if "_" in key else key[0].upper() + key[1:]: value
@@ -169,9 +163,9 @@ def endpoint_lifecycle() -> None:
     SageMakerModelBackend.delete_endpoint = delete_endpoint  # type: ignore[method-assign]
     SageMakerModelBackend.update_endpoint = update_endpoint  # type: ignore[attr-defined]
     SageMakerModelBackend.update_endpoint_weights_and_capacities = update_weights_and_capacities  # type: ignore[method-assign]
-    SageMakerResponse.update_endpoint = _update_endpoint_response  # type: ignore[attr-defined]
+    SageMakerResponse.update_endpoint = endpoint_updates.update_endpoint_response  # type: ignore[attr-defined]
     FakeEndpoint.gen_response_object = gen_response_object  # type: ignore[method-assign,assignment]
-    FakeEndpoint.update_from_cloudformation_json = classmethod(_update_from_cloudformation)  # type: ignore[method-assign,assignment]
+    FakeEndpoint.update_from_cloudformation_json = classmethod(endpoint_updates.update_from_cloudformation)  # type: ignore[method-assign,assignment]
 
 
 def endpoint_config_features() -> None:
@@ -179,115 +173,9 @@ def endpoint_config_features() -> None:
     if not _once("endpoint-config-features"):
         return
     original_create = SageMakerModelBackend.create_endpoint_config
-
-    def create_endpoint_config(
-        self: SageMakerModelBackend,
-        endpoint_config_name: str,
-        production_variants: list[dict[str, Any]],
-        data_capture_config: dict[str, Any],
-        async_inference_config: dict[str, Any],
-        tags: list[dict[str, str]],
-        kms_key_id: str,
-        shadow_production_variants: list[dict[str, Any]] | None = None,
-    ) -> FakeEndpointConfig:
-        shadows = list(shadow_production_variants or [])
-        check_endpoint_config(production_variants or [], shadows, async_inference_config, data_capture_config)
-        self.validate_production_variants(shadows)  # their models exist
-        config = original_create(
-            self,
-            endpoint_config_name=endpoint_config_name,
-            production_variants=production_variants,
-            data_capture_config=data_capture_config,
-            async_inference_config=async_inference_config,
-            tags=tags,
-            kms_key_id=kms_key_id,
-        )
-        config.validate_production_variants(shadows)  # their instance types
-        fields: Any = config
-        fields.shadow_production_variants = shadows or None
-        return config
-
-    def _create_response(self: SageMakerResponse) -> ActionResult:
-        config = self.sagemaker_backend.create_endpoint_config(  # type: ignore[call-arg]
-            endpoint_config_name=self._get_param("EndpointConfigName"),
-            async_inference_config=self._get_param("AsyncInferenceConfig"),
-            production_variants=self._get_param("ProductionVariants"),
-            data_capture_config=self._get_param("DataCaptureConfig"),
-            tags=self._get_param("Tags"),
-            kms_key_id=self._get_param("KmsKeyId"),
-            shadow_production_variants=self._get_param("ShadowProductionVariants"),
-        )
-        return ActionResult({"EndpointConfigArn": config.endpoint_config_arn})
-
-    def _from_template(
-        cls: type[FakeEndpointConfig],
-        resource_name: str,
-        cloudformation_json: Any,
-        account_id: str,
-        region_name: str,
-        **kwargs: Any,
-    ) -> FakeEndpointConfig:
-        properties = cloudformation_json["Properties"]
-        return sagemaker_backends[account_id][region_name].create_endpoint_config(  # type: ignore[call-arg]
-            endpoint_config_name=resource_name,
-            production_variants=properties["ProductionVariants"],
-            data_capture_config=properties.get("DataCaptureConfig", {}),
-            async_inference_config=properties.get("AsyncInferenceConfig", {}),
-            kms_key_id=properties.get("KmsKeyId"),
-            tags=properties.get("Tags", []),
-            shadow_production_variants=properties.get("ShadowProductionVariants"),
-        )
-
-    SageMakerModelBackend.create_endpoint_config = create_endpoint_config  # type: ignore[method-assign]
-    SageMakerResponse.create_endpoint_config = _create_response  # type: ignore[method-assign]
-    FakeEndpointConfig.create_from_cloudformation_json = classmethod(_from_template)  # type: ignore[method-assign,assignment]
-
-
-def check_endpoint_config(
-    production: list[dict[str, Any]],
-    shadows: list[dict[str, Any]],
-    async_config: dict[str, Any] | None,
-    capture: dict[str, Any] | None,
-) -> None:
-    """SageMaker's rules for the endpoint types, as ValidationErrors (CreateEndpointConfig's API reference;
-    https://docs.aws.amazon.com/sagemaker/latest/dg/serverless-endpoints.html feature exclusions;
-    https://docs.aws.amazon.com/sagemaker/latest/dg/shadow-tests-exclusions.html)."""
-    serverless = [v for v in production + shadows if v.get("ServerlessConfig")]
-    for variant in serverless:
-        config = variant["ServerlessConfig"]
-        concurrency = config.get("MaxConcurrency")
-        if concurrency is None or not 1 <= int(concurrency) <= 200:
-            raise ValidationError(
-                message=f"Value '{concurrency}' at 'MaxConcurrency' failed to satisfy constraint: Member must have "
-                "value between 1 and 200"
-            )
-        if variant.get("InstanceType") or variant.get("InitialInstanceCount"):
-            raise ValidationError(
-                message=f"Variant {variant.get('VariantName')} sets ServerlessConfig and an instance type or count; "
-                "a serverless variant has neither"
-            )
-    if serverless and len(production) > 1:
-        raise ValidationError(message="A serverless endpoint config supports one production variant only")
-    if serverless and capture and capture.get("EnableCapture") not in (None, False, "false"):
-        raise ValidationError(message="Data capture is not supported for serverless endpoints")
-    if shadows:
-        if len(production) != 1 or len(shadows) != 1:
-            raise ValidationError(
-                message="An endpoint config with ShadowProductionVariants must have exactly one production variant "
-                "and one shadow variant"
-            )
-        if serverless or async_config:
-            kind = "serverless" if serverless else "asynchronous inference"
-            raise ValidationError(message=f"Shadow variants are not supported for {kind} endpoints")
-    if async_config:
-        output = async_config.get("OutputConfig") or {}
-        if not (output.get("S3OutputPath") or output.get("S3FailurePath")):
-            raise ValidationError(message="AsyncInferenceConfig.OutputConfig must name an S3OutputPath")
-        if serverless:
-            raise ValidationError(message="Asynchronous inference is not supported for serverless endpoints")
-    names = [str(v.get("VariantName")) for v in production + shadows]
-    if len(set(names)) != len(names):
-        raise ValidationError(message="Variant names must be unique within an endpoint config")
+    SageMakerModelBackend.create_endpoint_config = endpoint_configs.keeping_shadows(original_create)  # type: ignore[method-assign]
+    SageMakerResponse.create_endpoint_config = endpoint_configs.create_endpoint_config_response  # type: ignore[method-assign]
+    FakeEndpointConfig.create_from_cloudformation_json = classmethod(endpoint_configs.endpoint_config_from_template)  # type: ignore[method-assign,assignment]
 
 
 def omit_empty_objects() -> None:
@@ -328,137 +216,3 @@ def capture_summary() -> None:
         return result
 
     SageMakerResponse.describe_endpoint = answer  # type: ignore[method-assign]
-
-
-def _endpoint(backend: SageMakerModelBackend, endpoint_name: str) -> FakeEndpoint:
-    endpoint = backend.endpoints.get(endpoint_name)
-    if endpoint is None:
-        arn = FakeEndpoint.arn_formatter(endpoint_name, backend.account_id, backend.region_name)
-        raise ValidationError(message=f"Could not find endpoint '{arn}'.")
-    return endpoint
-
-
-def _existing_alarms(account_id: str, region_name: str) -> set[str]:
-    from moto.cloudwatch.models import cloudwatch_backends
-
-    return set(cloudwatch_backends[account_id][region_name].alarms)
-
-
-def update_endpoint(
-    self: SageMakerModelBackend,
-    endpoint_name: str,
-    endpoint_config_name: str,
-    deployment_config: dict[str, Any] | None = None,
-    retain_all_variant_properties: bool = False,
-    exclude_retained_variant_properties: list[dict[str, str]] | None = None,
-    retain_deployment_config: bool = False,
-) -> FakeEndpoint:
-    """UpdateEndpoint: the endpoint keeps serving its current config while the new one is deployed by the control
-    plane under `deployment_config` (or the last one, with `retain_deployment_config`)."""
-    endpoint: Any = _endpoint(self, endpoint_name)
-    if endpoint.endpoint_status not in UPDATABLE:
-        raise ValidationError(
-            message=f'Cannot update in-progress endpoint "{endpoint.arn}" (status {endpoint.endpoint_status}).'
-        )
-    config = self.describe_endpoint_config(endpoint_config_name)  # raises ValidationError when missing
-    if deployment_config is None and retain_deployment_config:
-        deployment_config = getattr(endpoint, "last_deployment_config", None)
-    try:
-        policy = DeploymentPolicy.from_config(deployment_config)
-        for variant in config["ProductionVariants"]:
-            policy.check_fleet(int(variant.get("InitialInstanceCount") or 1))
-    except GuardrailError as exc:
-        raise ValidationError(message=str(exc)) from None
-    missing = [name for name in policy.alarms if name not in _existing_alarms(self.account_id, self.region_name)]
-    if missing:
-        raise ValidationError(message=f"The rollback alarm(s) {', '.join(missing)} do not exist in CloudWatch.")
-    endpoint.pending_deployment_summary = {
-        "EndpointConfigName": endpoint_config_name,
-        "StartTime": datetime.datetime.now(datetime.UTC),
-    }
-    if deployment_config:
-        endpoint.last_deployment_config = deployment_config
-    endpoint.box_update = UpdateRequest(
-        bool(retain_all_variant_properties),
-        tuple(str(p.get("VariantPropertyType")) for p in exclude_retained_variant_properties or []),
-    )
-    endpoint.endpoint_status = UPDATING
-    endpoint.failure_reason = None
-    _changed("updated", endpoint_name)
-    return endpoint
-
-
-def update_weights_and_capacities(
-    self: SageMakerModelBackend, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
-) -> str:
-    """UpdateEndpointWeightsAndCapacities: the desired weights and counts, which the control plane then runs."""
-    endpoint = _endpoint(self, endpoint_name)
-    if endpoint.endpoint_status != IN_SERVICE:
-        raise ValidationError(
-            message=f'Cannot update in-progress endpoint "{endpoint.arn}" (status {endpoint.endpoint_status}).'
-        )
-    variants = {v["VariantName"]: v for v in endpoint.production_variants}
-    seen: set[str] = set()
-    for wanted in desired_weights_and_capacities:
-        name = str(wanted.get("VariantName"))
-        if name in seen:
-            raise ValidationError(message=f'The variant name "{name}" was non-unique within the request.')
-        seen.add(name)
-        if name not in variants:
-            raise ValidationError(
-                message=f'The variant name(s) "{name}" is/are not present within endpoint configuration '
-                f'"{endpoint.endpoint_config_name}".'
-            )
-        count = wanted.get("DesiredInstanceCount")
-        if count is not None and int(count) < 1:
-            raise ValidationError(message=f"DesiredInstanceCount of variant {name} must be at least 1.")
-    for wanted in desired_weights_and_capacities:
-        variant = variants[str(wanted["VariantName"])]
-        if wanted.get("DesiredInstanceCount") is not None:
-            variant["DesiredInstanceCount"] = int(wanted["DesiredInstanceCount"])
-        if wanted.get("DesiredWeight") is not None:
-            variant["DesiredWeight"] = float(wanted["DesiredWeight"])
-    endpoint.endpoint_status = UPDATING
-    _changed("capacity", endpoint_name)
-    return str(endpoint.arn)
-
-
-def _update_endpoint_response(self: SageMakerResponse) -> ActionResult:
-    endpoint = self.sagemaker_backend.update_endpoint(  # type: ignore[attr-defined]
-        endpoint_name=self._get_param("EndpointName"),
-        endpoint_config_name=self._get_param("EndpointConfigName"),
-        deployment_config=self._get_param("DeploymentConfig"),
-        retain_all_variant_properties=bool(self._get_param("RetainAllVariantProperties")),
-        exclude_retained_variant_properties=self._get_param("ExcludeRetainedVariantProperties"),
-        retain_deployment_config=bool(self._get_param("RetainDeploymentConfig")),
-    )
-    return ActionResult({"EndpointArn": endpoint.arn})
-
-
-def _update_from_cloudformation(
-    cls: type[FakeEndpoint],
-    original_resource: FakeEndpoint,
-    new_resource_name: str,
-    cloudformation_json: Any,
-    account_id: str,
-    region_name: str,
-) -> FakeEndpoint:
-    backend = sagemaker_backends[account_id][region_name]
-    properties = cloudformation_json["Properties"]
-    config_name = properties["EndpointConfigName"]
-    if config_name == original_resource.endpoint_config_name:
-        return original_resource
-    return update_endpoint(
-        backend,
-        original_resource.endpoint_name,
-        config_name,
-        deployment_config=properties.get("DeploymentConfig"),
-        retain_all_variant_properties=_true(properties.get("RetainAllVariantProperties")),
-        exclude_retained_variant_properties=properties.get("ExcludeRetainedVariantProperties"),
-        retain_deployment_config=_true(properties.get("RetainDeploymentConfig")),
-    )
-
-
-def _true(value: Any) -> bool:
-    """A CloudFormation boolean (true, or the string "true")."""
-    return value is True or str(value).lower() == "true"

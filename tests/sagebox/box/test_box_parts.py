@@ -76,7 +76,7 @@ def test_cloudformation_tags_become_kms_tags() -> None:
     [("ml.c6i.xlarge", True), ("ml.inf2.48xlarge", True), ("ml.c6i.hugelarge", False), ("c6i.xlarge", False)],
 )
 def test_current_instance_types_are_accepted_and_typos_are_not(instance_type: str, accepted: bool) -> None:
-    from sagebox.box.embedded_aws.sagemaker import current_type
+    from sagebox.box.embedded_aws.endpoint_configs import current_type
 
     assert current_type(instance_type) is accepted
 

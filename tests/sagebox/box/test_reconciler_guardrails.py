@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sagebox.box.embedded_aws.sagemaker import UpdateRequest
+from sagebox.box.embedded_aws.endpoint_updates import UpdateRequest
 from sagebox.box.reconciler import Reconciler, load_fleet
 from sagebox.box.routes import Route, load_routes
 from tests.sagebox.box.test_reconciler import StandInBackend, StandInEndpoint, StandInLauncher, healthy
