@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
+from tests.run_once import run_once
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that build and run the real serving image share one pytest-xdist worker (`make test` runs several):
+    one image build feeds podman's layer cache for the next, and two image builds never fight over 2 cores."""
+    for item in items:
+        if item.get_closest_marker("image"):
+            item.add_marker(pytest.mark.xdist_group("image"))
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +59,7 @@ def make_tiny_hf_folder(path: Path, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_hf_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_hf_folder(tmp_path_factory.mktemp("hf") / "tiny-bert")
+    return run_once(tmp_path_factory, "tiny-bert", lambda folder: make_tiny_hf_folder(folder / "tiny-bert"))
 
 
 @pytest.fixture(scope="session")
@@ -57,9 +67,11 @@ def tiny_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactor
     """A verified FP32 TorchScript model directory (manifest.json, model.pt, tokenizer.json)."""
     from sagebox.pipeline.servable import build_fp32
 
-    out = tmp_path_factory.mktemp("models") / "tiny-torchscript"
-    build_fp32(tiny_hf_folder, out, runtime="torchscript")
-    return out
+    def make(folder: Path) -> Path:
+        build_fp32(tiny_hf_folder, folder / "tiny-torchscript", runtime="torchscript")
+        return folder / "tiny-torchscript"
+
+    return run_once(tmp_path_factory, "tiny-torchscript", make)
 
 
 @pytest.fixture(scope="session")
@@ -67,9 +79,11 @@ def tiny_onnx_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathF
     """A verified FP32 ONNX Runtime model directory."""
     from sagebox.pipeline.servable import build_fp32
 
-    out = tmp_path_factory.mktemp("models") / "tiny-onnx"
-    build_fp32(tiny_hf_folder, out, runtime="onnxruntime")
-    return out
+    def make(folder: Path) -> Path:
+        build_fp32(tiny_hf_folder, folder / "tiny-onnx", runtime="onnxruntime")
+        return folder / "tiny-onnx"
+
+    return run_once(tmp_path_factory, "tiny-onnx", make)
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +91,11 @@ def tiny_model_tarball(tiny_onnx_model_dir: Path, tmp_path_factory: pytest.TempP
     """The tiny FP32 ONNX model packaged as SageMaker's model.tar.gz."""
     from sagebox.pipeline.package import package_model_dir
 
-    return package_model_dir(tiny_onnx_model_dir, tmp_path_factory.mktemp("packages") / "model.tar.gz").path
+    return run_once(
+        tmp_path_factory,
+        "tiny-tarball",
+        lambda folder: package_model_dir(tiny_onnx_model_dir, folder / "model.tar.gz").path,
+    )
 
 
 @dataclass(frozen=True)
@@ -124,4 +142,4 @@ def task_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str
     """Every task on bert, distilbert and roberta, built once (tests/task_models.py): ~8 s a model."""
     from tests.task_models import build_every
 
-    return build_every(tmp_path_factory.mktemp("task-builds"))
+    return run_once(tmp_path_factory, "task-builds", build_every)

@@ -221,7 +221,9 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
             return state
         env = box_environment(state)
         cdk_log = state_dir / "logs" / "cdk.log"
-        context = cdk_context(state, targets)
+        # The box's cloud assembly stays in its state directory: the repository's cdk.out is the user's own `npx cdk`
+        # output, and two boxes (two state directories) never write one assembly.
+        context = [*cdk_context(state, targets), "--output", str(state_dir / "cdk.out")]
         with step("cdk bootstrap"):
             run_cdk(["bootstrap", f"aws://{ACCOUNT}/{state.region}", *context], env, cdk_log)
         stacks = [f"sagebox-{t}" for t in targets]

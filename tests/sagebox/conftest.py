@@ -13,6 +13,7 @@ import pytest
 from sagebox.paths import REPO
 from sagebox.pipeline.squad import GoldAnswer, QAExample, write_squad
 from sagebox.pipeline.synth_squad import BIOGRAPHY, generate
+from tests.run_once import run_once
 
 # The tiny random model's spans are near ties that INT8 noise can flip (a flip costs ~2.5 F1 on ~40 questions);
 # a broken recipe (per-tensor weights on the outlier head) loses more than 20.
@@ -50,18 +51,22 @@ def make_outlier_head(src: Path, dst: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def outlier_hf_folder(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_outlier_head(tiny_hf_folder, tmp_path_factory.mktemp("hf") / "outlier")
+    return run_once(tmp_path_factory, "outlier", lambda folder: make_outlier_head(tiny_hf_folder, folder / "outlier"))
 
 
 @pytest.fixture(scope="session")
 def self_consistent_json(outlier_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Questions whose gold answers are the FP32 model's own answers: FP32 scores 100 by construction,
     so any F1 the INT8 model loses is quantization error."""
+
+    return run_once(tmp_path_factory, "self-consistent", lambda root: _self_consistent(outlier_hf_folder, root))
+
+
+def _self_consistent(outlier_hf_folder: Path, root: Path) -> Path:
     from sagebox.pipeline.evaluate import evaluate_model_dir
     from sagebox.pipeline.servable import build_fp32
     from sagebox.pipeline.squad_metric import normalize_answer
 
-    root = tmp_path_factory.mktemp("self")
     # Biography facts only: short spans, so a tiny random model's answers are not near-ties INT8 noise can flip.
     examples = generate(40, 5, "dev", BIOGRAPHY)
     build_fp32(outlier_hf_folder, root / "fp32")
@@ -97,7 +102,19 @@ def sagebox_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="session")
 def built(tiny_hf_folder: Path, dev_json: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    root = tmp_path_factory.mktemp("sagebox-build")
-    work, out = root / "work", root / "models"
-    args = ("build", "--model", str(tiny_hf_folder), "--eval", str(dev_json), "--work", str(work), "--out", str(out))
-    return Built(args, work, out, sagebox_cli(*args))
+    def make(root: Path) -> Built:
+        work, out = root / "work", root / "models"
+        args = (
+            "build",
+            "--model",
+            str(tiny_hf_folder),
+            "--eval",
+            str(dev_json),
+            "--work",
+            str(work),
+            "--out",
+            str(out),
+        )
+        return Built(args, work, out, sagebox_cli(*args))
+
+    return run_once(tmp_path_factory, "sagebox-build", make)

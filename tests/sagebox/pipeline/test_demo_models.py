@@ -87,6 +87,7 @@ def test_short_recipe_trains_caches_and_the_gate_judges_it(tmp_path: Path, monke
     sampled = round(0.05 * len(qa_corpus.examples(corpus_train)))
     assert info["training"]["steps"] == -(-(640 + 160 + sampled) // 16)
     dev_ids = [ex.id for ex in load_squad(demo.dev_data)]
+    assert [ex.id for ex in demo_models.demo_dev_questions(SHORT)] == dev_ids  # the split without the training
     assert sum("-c" in i for i in dev_ids) == 30
     assert len(dev_ids) == 150 + len(qa_corpus.examples(corpus_dev))
     train_ids = [ex.id for ex in load_squad(demo.train_data)]
