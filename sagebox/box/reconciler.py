@@ -169,6 +169,7 @@ class Reconciler:
         with state.lock:
             if state.stopping:
                 return
+            self.health.start_pass()
             for name, spec in endpoints.items():
                 seen = [Observed(name, spec, state.live.get(name))]
                 self.deployments.reconcile(seen)

@@ -42,7 +42,16 @@ class HealthController:
         self._probe_every_s = probe_every_s
         self._unhealthy_after = unhealthy_after
         self._last_probe = -float("inf")
+        self._probing = False  # whether this pass health-checks (start_pass decides, once for every fleet)
+        self._pass_started = -float("inf")
         self._failed_probes: dict[int, int] = {}  # id(instance) -> failed health checks in a row
+
+    def start_pass(self) -> None:
+        """Called once at the start of every pass: whether this pass health-checks, decided once so that every
+        serving fleet of every endpoint (and an update's new fleet) is checked in the same pass. (Deciding it per
+        fleet, as the reconciler once did, checked only the first fleet of a pass: the others never were.)"""
+        self._pass_started = self._ctx.time.clock()
+        self._probing = self._pass_started - self._last_probe >= self._probe_every_s
 
     def reconcile(self, seen: list[Observed]) -> None:
         """Heal the fleets that serve each endpoint: the live one (unless the endpoint is still being created) and
@@ -59,8 +68,9 @@ class HealthController:
                 self._heal(updates[endpoint.name].green)
 
     def _heal(self, deployment: Deployment) -> None:
-        clock = self._ctx.time.clock
-        probing = clock() - self._last_probe >= self._probe_every_s
+        probing = self._probing
+        if probing:  # the next checks are due `probe_every_s` after the first pass that had a fleet to check
+            self._last_probe = self._pass_started
         for fleet in deployment.variants:
             for position, instance in enumerate(fleet.instances):
                 if instance.alive():
@@ -79,8 +89,6 @@ class HealthController:
                     why = f"exited ({' | '.join(instance.last_log_lines(1))})"
                 self._failed_probes.pop(id(instance), None)
                 self._replace(deployment, fleet, position, instance, why)
-        if probing:
-            self._last_probe = clock()
 
     def _replace(
         self, deployment: Deployment, fleet: VariantFleet, position: int, instance: Instance, why: str

@@ -42,6 +42,7 @@ class Healer:
         self.parts.clock.now = now
         state = self.parts.state
         with state.lock:
+            self.controller.start_pass()
             self.controller.reconcile([Observed("ep", spec(config, status), state.live.get("ep"))])
 
 
@@ -120,6 +121,7 @@ def test_an_endpoint_whose_spec_cannot_be_read_keeps_its_serving_fleet_healed(he
     live = serving(parts, "v1")
     first(live).running = False
     with parts.state.lock:
+        healer.controller.start_pass()
         healer.controller.reconcile([Observed("ep", SpecError("config deleted"), live)])
     assert len(parts.launcher.launched) == 2 and live.variants[0].restarts == 1
 
@@ -140,3 +142,24 @@ def test_an_updates_new_fleet_is_healed_beside_the_serving_one(healer: Healer) -
     healer.at(1.0, status="Updating", config="v2")
     assert live.variants[0].restarts == 1 and green.variants[0].restarts == 1
     assert parts.background.names == ["replace-ep", "replace-ep"]
+
+
+def test_every_fleet_of_a_pass_is_health_checked_not_only_the_first(healer: Healer) -> None:
+    """Two endpoints and an update's new fleet, each with an instance that hangs (alive, /ping failing): all three
+    are checked in the same passes and replaced after three failed checks (the first fleet of a pass alone was, when
+    the decision to check was taken per fleet)."""
+    parts = healer.parts
+    live = serving(parts, "v1")
+    green = with_update(parts)
+    other = serving(parts, "o1", name="other")
+    hung = [first(live), first(green), first(other)]
+    for instance in hung:
+        instance.answering = False
+    for tick in (0.0, 5.0, 10.0):
+        parts.clock.now = tick
+        with parts.state.lock:
+            healer.controller.start_pass()
+            healer.controller.reconcile([Observed("ep", spec("v2", "Updating"), live)])
+            healer.controller.reconcile([Observed("other", spec("o1", "InService", name="other"), other)])
+    assert all(instance.stopped for instance in hung)
+    assert [d.variants[0].restarts for d in (live, green, other)] == [1, 1, 1]
