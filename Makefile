@@ -19,9 +19,9 @@ FIND_LINKS ?= $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get globa
 STAMP := $(VENV)/.sagebox-installed
 NODE_STAMP := node_modules/.sagebox-installed
 PYTEST_ARGS ?=
-# The suite runs on pytest-xdist workers; tests that share the serving image share one worker (tests/conftest.py).
-# Most slow tests wait on processes they start (servers, the CDK CLI, podman): measured on 2 cores, TEST_WORKERS
-# workers keep both busy (see docs/benchmarks.md). TEST_WORKERS=0 runs everything in one process.
+# The suite runs on pytest-xdist workers (work-stealing: a worker that runs dry takes tests from a busy one); what
+# several need is built once (tests/run_once.py). Most slow tests wait on processes they start (servers, the CDK
+# CLI, podman), so 3 workers keep 2 cores busy (docs/benchmarks.md). TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 3
 
 .PHONY: help venv node podman demo test lint typecheck image down clean
@@ -67,7 +67,7 @@ typecheck: venv
 	@$(BIN)/mypy container infra neuron_emu sagebox scripts tests
 
 test: venv node podman lint typecheck
-	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 image: venv podman
 	@$(BIN)/sagebox image check

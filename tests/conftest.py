@@ -14,14 +14,6 @@ from tests.run_once import run_once
 REPO = Path(__file__).resolve().parents[1]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that build and run the real serving image share one pytest-xdist worker (`make test` runs several):
-    one image build feeds podman's layer cache for the next, and two image builds never fight over 2 cores."""
-    for item in items:
-        if item.get_closest_marker("image"):
-            item.add_marker(pytest.mark.xdist_group("image"))
-
-
 @pytest.fixture(autouse=True)
 def _seeded_torch() -> None:
     """Every test's random tensors come from a fixed seed (pytest-randomly seeds random and numpy, not torch)."""

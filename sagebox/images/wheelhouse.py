@@ -6,12 +6,14 @@ with here (this machine's find-links hold torch 2.13.0+cpu). A CUDA torch, or an
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,12 +87,31 @@ def ensure_wheelhouse(
     target: Target | None = None,
     python: str = sys.executable,
 ) -> Path:
-    """A checked wheelhouse for `requirements`, downloaded once (to a temp dir, then moved into place)."""
+    """A checked wheelhouse for `requirements`, downloaded once (to a temp dir, then moved into place).
+
+    Two commands that need it at once (two `sagebox up --containers`, or test workers) download it once: the second
+    waits on a lock beside it and finds it made."""
     target = target or Target()
     out = parent / f"wheelhouse-{key(requirements.read_text(), target)}"
     if out.is_dir():
         return out
     parent.mkdir(parents=True, exist_ok=True)
+    with _locked(parent / ".wheelhouse.lock"):
+        if out.is_dir():
+            return out
+        return _download(requirements, parent, out, run, log, target, python)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        yield
+
+
+def _download(
+    requirements: Path, parent: Path, out: Path, run: Runner, log: Callable[[str], None], target: Target, python: str
+) -> Path:
     tmp = parent / f".{out.name}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
