@@ -63,3 +63,13 @@ def run_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], 
         partial.write_bytes(pickle.dumps(value))
         partial.replace(done)
         return value
+
+
+@contextmanager
+def one_at_a_time(factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
+    """Held by one worker of the run at a time (a plain lock without xdist): for work that a second worker would
+    only repeat, such as two builds of the serving image, where the second then takes every layer from the cache."""
+    shared = factory.getbasetemp().parent / "run-once" if worker_id() is not None else factory.getbasetemp()
+    shared.mkdir(exist_ok=True)
+    with file_lock(shared / f"{name}.lock"):
+        yield

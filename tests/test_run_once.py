@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.run_once import run_once
+from tests.run_once import one_at_a_time, run_once
 
 
 class Factory:
@@ -74,3 +75,30 @@ def test_without_workers_it_is_a_plain_call(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     first = run_once(Factory(tmp_path, "main"), "model", make)  # type: ignore[arg-type]
     assert first.parent.parent == tmp_path / "popen-main" and not (tmp_path / "run-once").exists()
+
+
+def hold(root: Path, worker: str, start: multiprocessing.synchronize.Event) -> None:
+    import os
+
+    os.environ["PYTEST_XDIST_WORKER"] = worker
+    start.wait()
+    with one_at_a_time(Factory(root, worker), "build"), (root / "trace").open("a") as trace:  # type: ignore[arg-type]
+        for step in ("in", "out"):
+            trace.write(f"{worker} {step}\n")
+            trace.flush()
+            time.sleep(0.05)  # widens the window in which an unlocked second worker would interleave
+
+
+def test_one_at_a_time_never_overlaps(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    start = context.Event()
+    workers = [context.Process(target=hold, args=(tmp_path, f"gw{i}", start)) for i in range(3)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    lines = (tmp_path / "trace").read_text().split()
+    pairs = [lines[i : i + 4] for i in range(0, len(lines), 4)]
+    assert len(pairs) == 3 and all(p[0] == p[2] and (p[1], p[3]) == ("in", "out") for p in pairs)

@@ -18,6 +18,7 @@ import boto3
 import pytest
 
 from sagebox.paths import REPO
+from tests.run_once import one_at_a_time
 from tests.sagebox.conftest import Built
 
 pytestmark = [pytest.mark.slow, pytest.mark.image, pytest.mark.timeout(1800)]
@@ -67,7 +68,7 @@ def box(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
 
 
 def test_cdk_bootstrap_and_deploy_unchanged_serve_the_pushed_image(
-    built: Built, box: tuple[Path, dict[str, str]], tmp_path: Path
+    built: Built, box: tuple[Path, dict[str, str]], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import docker
 
@@ -83,7 +84,8 @@ def test_cdk_bootstrap_and_deploy_unchanged_serve_the_pushed_image(
 
     bootstrap = npx("bootstrap")
     assert bootstrap.returncode == 0, bootstrap.stdout + bootstrap.stderr
-    deploy = npx("deploy", STACK, "--require-approval", "never")  # non-interactive: no approval prompt
+    with one_at_a_time(tmp_path_factory, "serving-image-build"):  # one image build at a time in the run: layers reused
+        deploy = npx("deploy", STACK, "--require-approval", "never")  # non-interactive: no approval prompt
     assert deploy.returncode == 0, deploy.stdout + deploy.stderr
     assert f"{STACK}.EndpointName = {STACK}" in deploy.stdout + deploy.stderr
 

@@ -17,6 +17,7 @@ from sagebox.images import asset, engine, run
 from sagebox.images.offline import BuildEnvironment, prepare
 from sagebox.paths import REPO
 from tests.infra.model_tarballs import write_model_dir
+from tests.run_once import one_at_a_time
 
 if TYPE_CHECKING:
     import docker
@@ -62,8 +63,9 @@ def image_asset(build_env: BuildEnvironment, tmp_path_factory: pytest.TempPathFa
 
 
 @pytest.fixture(scope="module")
-def built(client: docker.DockerClient, image_asset: asset.ImageAsset) -> str:
-    asset.build_asset(client, image_asset, TAG, print)
+def built(client: docker.DockerClient, image_asset: asset.ImageAsset, tmp_path_factory: pytest.TempPathFactory) -> str:
+    with one_at_a_time(tmp_path_factory, "serving-image-build"):  # `cdk deploy`'s build then hits the layer cache
+        asset.build_asset(client, image_asset, TAG, print)
     return TAG
 
 
