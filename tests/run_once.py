@@ -8,15 +8,17 @@ base temp) under a file lock, and the other workers read what the first one buil
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pickle
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+
+from sagebox.locks import file_lock
 
 T = TypeVar("T")
 
@@ -26,15 +28,11 @@ def worker_id() -> str | None:
     return os.environ.get("PYTEST_XDIST_WORKER")
 
 
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (flock: released by the kernel if the holder dies)."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def shared_dir(factory: pytest.TempPathFactory) -> Path:
+    """Where the run's workers meet: beside every worker's base temp (one temp dir per run, as pytest keeps them)."""
+    shared = factory.getbasetemp().parent / "run-once"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 def run_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], T]) -> T:
@@ -45,8 +43,7 @@ def run_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], 
     """
     if worker_id() is None:
         return make(factory.mktemp(name))
-    shared = factory.getbasetemp().parent / "run-once"
-    shared.mkdir(exist_ok=True)
+    shared = shared_dir(factory)
     done = shared / f"{name}.pickle"
     with file_lock(shared / f"{name}.lock"):
         if done.is_file():
@@ -54,8 +51,6 @@ def run_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], 
             return value
         folder = shared / name
         if folder.exists():  # what a failed attempt left
-            import shutil
-
             shutil.rmtree(folder)
         folder.mkdir()
         value = make(folder)
@@ -69,7 +64,6 @@ def run_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], 
 def one_at_a_time(factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
     """Held by one worker of the run at a time (a plain lock without xdist): for work that a second worker would
     only repeat, such as two builds of the serving image, where the second then takes every layer from the cache."""
-    shared = factory.getbasetemp().parent / "run-once" if worker_id() is not None else factory.getbasetemp()
-    shared.mkdir(exist_ok=True)
+    shared = shared_dir(factory) if worker_id() is not None else factory.getbasetemp()
     with file_lock(shared / f"{name}.lock"):
         yield

@@ -6,18 +6,17 @@ with here (this machine's find-links hold torch 2.13.0+cpu). A CUDA torch, or an
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sagebox.errors import SageboxError
+from sagebox.locks import file_lock
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -96,17 +95,10 @@ def ensure_wheelhouse(
     if out.is_dir():
         return out
     parent.mkdir(parents=True, exist_ok=True)
-    with _locked(parent / ".wheelhouse.lock"):
+    with file_lock(parent / ".wheelhouse.lock"):
         if out.is_dir():
             return out
         return _download(requirements, parent, out, run, log, target, python)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if this process dies
-        yield
 
 
 def _download(
