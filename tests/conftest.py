@@ -109,6 +109,25 @@ class EmbeddedAws:
             aws_secret_access_key="testing",
         )
 
+    def wait_in_service(self, name: str, delay_s: float = 1, attempts: int = 180) -> None:
+        """boto3's `endpoint_in_service` waiter; a failure says the endpoint's FailureReason and its instances' last
+        log lines (a WaiterError alone says only that the status was Failed)."""
+        from botocore.exceptions import WaiterError
+
+        sagemaker = self.client("sagemaker")
+        try:
+            sagemaker.get_waiter("endpoint_in_service").wait(
+                EndpointName=name, WaiterConfig={"Delay": delay_s, "MaxAttempts": attempts}
+            )
+        except WaiterError as exc:
+            described = sagemaker.describe_endpoint(EndpointName=name)
+            logs = sorted((self.state_dir / "logs" / "endpoints" / name).glob("*.log"))
+            tails = {log.name: log.read_text(errors="replace").splitlines()[-5:] for log in logs}
+            raise AssertionError(
+                f"endpoint {name} is {described['EndpointStatus']}: {described.get('FailureReason', '')!r}; "
+                f"its instances' logs end with {tails}"
+            ) from exc
+
 
 @pytest.fixture(scope="session")
 def embedded_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedAws]:

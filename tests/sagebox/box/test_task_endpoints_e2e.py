@@ -25,7 +25,7 @@ from sagebox.paths import REPO
 from tests.conftest import EmbeddedAws
 from tests.hub_standin import HubStandIn
 from tests.model_factory import ARCHS
-from tests.sagebox.box.test_embedded_aws import FAST, ROLE, upload
+from tests.sagebox.box.test_embedded_aws import ROLE, upload
 from tests.task_models import QUESTION, TASKS, TEXTS, TINY_MAX_DROP, TINY_MIN_COSINE, TaskBuild, assert_same, reference
 
 pytestmark = [
@@ -148,7 +148,7 @@ def deployed(
     sagemaker = embedded_aws.client("sagemaker")
     try:
         for name in endpoints:
-            sagemaker.get_waiter("endpoint_in_service").wait(EndpointName=name, WaiterConfig=FAST)
+            embedded_aws.wait_in_service(name)
         yield Deployed(endpoints, hub_dirs, commits)
     finally:
         for name in endpoints:
