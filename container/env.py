@@ -31,6 +31,9 @@ ADMISSION_CONTROL = "SAGEBOX_ADMISSION_CONTROL"
 LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
 SERVICE_USER = "SAGEBOX_SERVICE_USER"
 BIND_HOST = "SAGEBOX_BIND_HOST"
+# A listening socket the server inherits (its file descriptor), instead of binding a port itself: the box's serving
+# processes get one bound by their launcher, so no other process can take the port between choosing and binding it.
+LISTEN_FD = "SAGEBOX_LISTEN_FD"
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image's unprivileged account (container/Dockerfile): a root server drops to it once the model is loaded.
@@ -155,6 +158,8 @@ class ServerSettings:
     log_level: str
     # Started as root (SageMaker's contract), the server serves as this account; empty: keep the identity it has.
     service_user: str
+    # An inherited listening socket (LISTEN_FD); None (every container): bind `bind_host`:`port`.
+    listen_fd: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -185,4 +190,5 @@ class ServerSettings:
             admission_control=_bool(env, ADMISSION_CONTROL, True),
             log_level=log_level,
             service_user=_user(env, SERVICE_USER, DEFAULT_SERVICE_USER),
+            listen_fd=_int(env, LISTEN_FD, -1, 0) if env.get(LISTEN_FD, "").strip() else None,
         )

@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -70,9 +71,27 @@ def uvicorn_config(
     )
 
 
+def listening_sockets(settings: ServerSettings) -> list[socket.socket] | None:
+    """The inherited listening socket (SAGEBOX_LISTEN_FD), family and type read from the descriptor; None: uvicorn
+    binds `bind_host`:`port` itself."""
+    if settings.listen_fd is None:
+        return None
+    try:
+        sock = socket.socket(fileno=settings.listen_fd)
+    except OSError as exc:
+        raise EnvError(f"SAGEBOX_LISTEN_FD {settings.listen_fd} is not an open socket: {exc.strerror}") from None
+    sock.setblocking(False)
+    return [sock]
+
+
 def serve() -> int:
     try:
         settings = ServerSettings.from_env()
+    except EnvError as exc:
+        print(f"serve: configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sockets = listening_sockets(settings)
     except EnvError as exc:
         print(f"serve: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -80,7 +99,7 @@ def serve() -> int:
     _limit_native_threads(settings.intra_op_threads)
     log.info(
         "serving on port %d with %d worker(s), %d intra-op thread(s) each, timeout %ds",
-        settings.port,
+        sockets[0].getsockname()[1] if sockets else settings.port,
         settings.workers,
         settings.intra_op_threads,
         settings.timeout_s,
@@ -90,11 +109,12 @@ def serve() -> int:
 
         in_flight = InFlight()
         signal.signal(signal.SIGTERM, SigtermReport(in_flight, settings.drain_seconds))
-        uvicorn.Server(uvicorn_config(settings, functools.partial(create_app, settings, in_flight=in_flight))).run()
+        config = uvicorn_config(settings, functools.partial(create_app, settings, in_flight=in_flight))
+        uvicorn.Server(config).run(sockets=sockets)
         return 0
     config = uvicorn_config(settings)
     from uvicorn.supervisors import Multiprocess
 
     # The supervisor forwards SIGTERM to every worker; each drains its own in-flight requests.
-    Multiprocess(config, sockets=[config.bind_socket()]).run()
+    Multiprocess(config, sockets=sockets or [config.bind_socket()]).run()
     return 0

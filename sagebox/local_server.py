@@ -24,6 +24,31 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+@contextmanager
+def inherited_listener(port: int = 0, host: str = "127.0.0.1") -> Iterator[tuple[int, dict[str, str]]]:
+    """A listening socket for a serving process to inherit: (its file descriptor, the server's variables naming it).
+    Start the process inside the block with `pass_fds=(fd,)`; the block closes this process's copy.
+
+    The port is bound here, not chosen here and bound by the server seconds later (after its imports): in between,
+    anyone's bind or outgoing connection could take it, and the server would fail to start or, worse, whoever waits
+    for its /ping would reach another server. Connections made before the server accepts wait in the backlog."""
+    from container import env
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)
+        bound = int(listener.getsockname()[1])
+        yield (
+            listener.fileno(),
+            {
+                env.BIND_TO_PORT: str(bound),
+                env.BIND_HOST: host,
+                env.LISTEN_FD: str(listener.fileno()),
+            },
+        )
+
+
 @dataclass
 class LocalServer:
     process: subprocess.Popen[bytes]
@@ -41,15 +66,10 @@ class LocalServer:
         """Start `python -m container serve` for `model_dir`; returns at once (see wait_ready)."""
         from sagebox.box.processes import popen
 
-        port = port or free_port()
-        full_env = {
-            "SAGEBOX_MODEL_DIR": str(model_dir),
-            "SAGEMAKER_BIND_TO_PORT": str(port),
-            "SAGEBOX_BIND_HOST": "127.0.0.1",  # this machine only
-            **(env or {}),
-        }
-        process = popen(["-m", "container", "serve"], log_path, full_env)
-        return cls(process, port, log_path)
+        with inherited_listener(port or 0) as (fd, listen):  # on 127.0.0.1: this machine only
+            full_env = {"SAGEBOX_MODEL_DIR": str(model_dir), **listen, **(env or {})}
+            process = popen(["-m", "container", "serve"], log_path, full_env, pass_fds=(fd,))
+        return cls(process, int(listen["SAGEMAKER_BIND_TO_PORT"]), log_path)
 
     @classmethod
     @contextmanager

@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -30,15 +29,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from container.logs import load_failure
+from sagebox.box.processes import popen
 from sagebox.box.specs import VariantSpec
 from sagebox.errors import SageboxError
-from sagebox.local_server import free_port
+from sagebox.local_server import free_port, inherited_listener
 
 # SageMaker's shutdown: SIGTERM, SIGKILL this many seconds later.
 STOP_GRACE_S = 30.0
 CONTAINER_PORT = 8080
 MODEL_MOUNT = "/opt/ml/model"
-REPO = Path(__file__).resolve().parents[2]
 
 
 class InstanceFailed(SageboxError):
@@ -222,28 +221,17 @@ class ProcessLauncher:
     def launch(self, endpoint: str, variant: VariantSpec, index: int, model_dir: Path) -> Instance:
         from container import env
 
-        port = free_port()
         log_path = self.logs / endpoint / f"{variant.name}-{index}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])),
-            **local_environment(variant.environment, self.cpus),
-            env.MODEL_DIR: str(model_dir),
-            env.BIND_TO_PORT: str(port),
-            env.BIND_HOST: "127.0.0.1",
-            **self.extra_env,
-        }
-        with log_path.open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "container", "serve"],
-                cwd=REPO,
-                env=environment,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        with inherited_listener() as (fd, listen):  # bound before the process starts: no port race
+            environment = {
+                **local_environment(variant.environment, self.cpus),
+                env.MODEL_DIR: str(model_dir),
+                **listen,
+                **self.extra_env,
+            }
+            process = popen(["-m", "container", "serve"], log_path, environment, pass_fds=(fd,))
+        port = listen[env.BIND_TO_PORT]
         return ProcessInstance(process, f"http://127.0.0.1:{port}", log_path, variant.image)
 
     def resolve_image(self, image: str) -> str:

@@ -22,13 +22,17 @@ def spawn(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = N
     return popen(args, log_path, env).pid
 
 
-def popen(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+def popen(
+    args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = ()
+) -> subprocess.Popen[bytes]:
     """`python <args>` from the repository, in its own session (signals reach its whole group), output appended
-    to `log_path`, the repository on PYTHONPATH."""
-    return popen_program([sys.executable, *args], log_path, env)
+    to `log_path`, the repository on PYTHONPATH; `pass_fds` are inherited (a listening socket)."""
+    return popen_program([sys.executable, *args], log_path, env, pass_fds)
 
 
-def popen_program(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+def popen_program(
+    argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = ()
+) -> subprocess.Popen[bytes]:
     """Any program, started like `popen` (own session, output appended to `log_path`)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {
@@ -45,6 +49,7 @@ def popen_program(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | 
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
 
 

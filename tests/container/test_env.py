@@ -55,12 +55,19 @@ def test_sagemaker_variables_are_honoured() -> None:
         (env.LOG_LEVEL, "loud", "must be one of"),
         (env.SPIN_WAIT, "sometimes", "must be 1/true"),
         (env.ADMISSION_CONTROL, "maybe", "must be 1/true"),
+        (env.LISTEN_FD, "-1", ">= 0"),
+        (env.LISTEN_FD, "three", "must be an integer"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, fragment: str) -> None:
     with pytest.raises(EnvError, match=name) as err:
         ServerSettings.from_env({name: value})
     assert fragment in str(err.value)
+
+
+def test_an_inherited_listening_socket_is_named_by_its_descriptor() -> None:
+    assert ServerSettings.from_env({}).listen_fd is None  # a container binds SAGEMAKER_BIND_TO_PORT itself
+    assert ServerSettings.from_env({env.LISTEN_FD: " 7 "}).listen_fd == 7
 
 
 def test_available_cpus_is_positive_and_bounded() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from container.predictor import Predictor
 from tests.conftest import minilm_tokenizer_path
-from tests.container.server_process import ServerProcess, start_server
+from tests.container.server_process import STARTED, ServerProcess, start_server
 from tests.container.toy_model import FAIL_WORD, build_toy_model_dir
 
 CONTEXT = "The Amazon rainforest covers much of the Amazon basin of South America."
@@ -384,6 +384,36 @@ def test_two_workers_serve_and_exit_0_on_sigterm(toy_model_dir: Path, tmp_path: 
     assert exit_code == 0
     pids = {line.split("[pid ")[1].split("]")[0] for line in proc.log().splitlines() if "model ready" in line}
     assert len(pids) == 2
+
+
+def test_an_inherited_listening_socket_is_served_whatever_port_the_variables_name(
+    toy_model_dir: Path, tmp_path: Path
+) -> None:
+    """The box's launchers bind the port and the server inherits the socket (SAGEBOX_LISTEN_FD): the server serves
+    on it and binds nothing itself, so a port taken by another socket cannot stop it (it would, binding its own)."""
+    from sagebox.box.processes import popen
+    from sagebox.local_server import inherited_listener
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with inherited_listener() as (fd, listen):
+            port = int(listen["SAGEMAKER_BIND_TO_PORT"])
+            env = {
+                "SAGEBOX_MODEL_DIR": str(toy_model_dir),
+                "SAGEBOX_INTRA_OP_THREADS": "1",
+                **listen,
+                "SAGEMAKER_BIND_TO_PORT": str(taken.getsockname()[1]),  # a port the server must not try to bind
+            }
+            process = popen(["-m", "container", "serve"], tmp_path / "server.log", env, pass_fds=(fd,))
+        server = ServerProcess(process, port, tmp_path / "server.log")
+        STARTED.append(server)
+        try:
+            server.wait_ready(60)
+            assert post(server, json.dumps(QUESTION)).status_code == 200
+        finally:
+            assert server.terminate() == 0
+    assert f"serving on port {port} " in server.log()
 
 
 def test_onnx_model_serves_the_same_answer_as_in_process(tiny_onnx_model_dir: Path, tmp_path: Path) -> None:
