@@ -27,7 +27,12 @@ def tear_down(state_dir: Path, say: Say) -> int:
     done = 0
     if state is not None:
         # The embedded AWS stops its endpoints' instances on SIGTERM (SageMaker's 30 s grace each).
-        for pid, what in ((state.aws_pid, "the embedded AWS and its endpoints"), (state.gateway_pid, "the gateway")):
+        stops = (
+            (state.aws_pid, "the embedded AWS and its endpoints"),
+            (state.gateway_pid, "the gateway"),
+            (state.aws_proxy_pid, "the AWS proxy"),
+        )
+        for pid, what in stops:
             if pid and processes.stop(pid, timeout=40):
                 say(f"stopped {what}")
                 done += 1

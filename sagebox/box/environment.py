@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from collections.abc import Mapping
 
+from sagebox.box.aws_proxy.routing import PROXY_MARKER, UPSTREAM, no_proxy, upstream_proxy
 from sagebox.box.embedded_aws.config import ACCESS_KEY
 from sagebox.box.state import BoxState
 
@@ -12,7 +15,31 @@ from sagebox.box.state import BoxState
 UNSET = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ROLE_ARN")
 
 
-def box_environment(state: BoxState) -> dict[str, str]:
+# Where clients read a CA bundle from: botocore and the AWS CLI, requests, OpenSSL (Python's ssl, httpx), curl, Node.
+CA_VARIABLES = ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+# Proxy variables in both spellings: curl reads only the lower-case http_proxy, others prefer upper case.
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+
+
+def proxy_environment(state: BoxState, shell: Mapping[str, str]) -> dict[str, str]:
+    """The AWS proxy in the standard proxy variables, loopback and the shell's own exceptions in NO_PROXY, the
+    box's CA bundle in the standard CA variables, and the proxy the shell had before (SAGEBOX_UPSTREAM_PROXY: what
+    a box started from this shell passes other hosts through)."""
+    if not state.aws_proxy_url:
+        return {}
+    env = {name: state.aws_proxy_url for name in PROXY_VARIABLES}
+    bypass = no_proxy(shell)
+    env.update(NO_PROXY=bypass, no_proxy=bypass, **{name: state.ca_bundle for name in CA_VARIABLES})
+    env[PROXY_MARKER] = state.aws_proxy_url
+    upstream = upstream_proxy(shell)
+    if upstream:
+        env[UPSTREAM] = upstream
+    return env
+
+
+def box_environment(state: BoxState, shell: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What points every client at the box; `shell` (default: this process's environment) is the environment the
+    lines are for, whose NO_PROXY and HTTPS proxy are kept."""
     env = {
         # Every AWS SDK (boto3, the CDK CLI's JavaScript SDK) sends every service here...
         "AWS_ENDPOINT_URL": state.aws_url,
@@ -34,6 +61,7 @@ def box_environment(state: BoxState) -> dict[str, str]:
         env["SAGEBOX_BASE_IMAGE"] = state.base_image
     if state.wheelhouse:
         env["SAGEBOX_WHEELHOUSE"] = state.wheelhouse
+    env.update(proxy_environment(state, os.environ if shell is None else shell))
     return env
 
 

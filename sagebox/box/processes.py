@@ -17,9 +17,11 @@ from sagebox.errors import SageboxError
 from sagebox.paths import REPO
 
 
-def spawn(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> int:
+def spawn(
+    args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = ()
+) -> int:
     """Start `python <args>` detached (own session), logging to `log_path`; returns its pid."""
-    return popen(args, log_path, env).pid
+    return popen(args, log_path, env, pass_fds).pid
 
 
 def popen(

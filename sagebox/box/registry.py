@@ -9,8 +9,6 @@ like an engine's images, so a second `cdk deploy` of the same image pushes no la
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import shutil
 import ssl
@@ -67,34 +65,13 @@ def make_certificate(cert: Path, key: Path, host: str = "127.0.0.1", days: int =
     """A self-signed certificate for `host` (its own CA), unless one is already there."""
     if cert.is_file() and key.is_file():
         return
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from sagebox.box.certificates import self_signed_ip
 
-    private = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"sagebox local registry {host}")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(private.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(private, hashes.SHA256())
-    )
+    cert_pem, key_pem = self_signed_ip(host, f"sagebox local registry {host}", days)
     cert.parent.mkdir(parents=True, exist_ok=True)
-    key.write_bytes(
-        private.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    key.write_bytes(key_pem)
     key.chmod(0o600)
-    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    cert.write_bytes(cert_pem)
 
 
 def config_text(files: RegistryFiles, host_port: str) -> str:

@@ -23,6 +23,9 @@ class BoxState:
     aws_pid: int = 0
     gateway_url: str = ""
     gateway_pid: int = 0
+    aws_proxy_url: str = ""  # http://127.0.0.1:PORT: the proxy that answers hard-coded AWS hostnames (HTTPS_PROXY)
+    aws_proxy_pid: int = 0
+    ca_bundle: str = ""  # this machine's CAs plus the box's (AWS_CA_BUNDLE, SSL_CERT_FILE, ...)
     registry_host: str = ""  # 127.0.0.1:PORT of the registry behind ECR (containers mode)
     registry_pid: int = 0
     docker_host: str = ""  # the engine cdk-assets builds with and the control plane runs containers on

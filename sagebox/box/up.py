@@ -3,7 +3,8 @@
 1. the packaged models: yours (`build/models`, or `--models DIR`), else the demo's (built once, cached);
 2. with `--containers`: a container engine (Docker, else podman), the offline base image and wheelhouse, and a
    local OCI registry behind the embedded ECR;
-3. the embedded AWS (a patched moto server) with the box's control plane, and the runtime gateway;
+3. the embedded AWS (a patched moto server) with the box's control plane, the runtime gateway, and the AWS proxy
+   that answers clients building AWS hostnames themselves (sagebox.box.aws_proxy);
 4. `cdk bootstrap`, then `cdk deploy` of the endpoint stacks: the real CDK CLI and cdk-assets, with the box's
    environment (`sagebox env`) and CDK context only: model data assets land in the bootstrap bucket, and with
    `--containers` the image asset is built and pushed into the embedded ECR;
@@ -165,6 +166,13 @@ def start_gateway(state: BoxState, state_dir: Path) -> None:
     state.gateway_url, state.gateway_pid = runtime_gateway.spawn(state_dir / ROUTES_FILE, log, state.region)
 
 
+def start_aws_proxy(state: BoxState, state_dir: Path) -> None:
+    from sagebox.box import aws_proxy
+
+    running = aws_proxy.start(state_dir, state.aws_url, state.gateway_url)
+    state.aws_proxy_url, state.aws_proxy_pid, state.ca_bundle = running.url, running.pid, str(running.bundle)
+
+
 def image_uri(state: BoxState) -> str:
     """Process mode: the artifacts repository's image, which the control plane does not pull (see the docstring)."""
     return f"{ACCOUNT}.dkr.ecr.{state.region}.amazonaws.com/sagebox-serving:checkout"
@@ -215,6 +223,9 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
             save_state(state_dir, state)
         with step("runtime gateway (InvokeEndpoint)"):
             start_gateway(state, state_dir)
+            save_state(state_dir, state)
+        with step("AWS proxy (clients that build *.amazonaws.com URLs reach the box)"):
+            start_aws_proxy(state, state_dir)
             save_state(state_dir, state)
         if not targets:  # the box alone: the user bootstraps and deploys with the CDK CLI
             save_state(state_dir, state)

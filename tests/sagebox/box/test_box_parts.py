@@ -35,6 +35,22 @@ def test_env_points_every_sdk_at_the_box_and_unsets_real_credentials() -> None:
     assert "export SAGEBOX_BASE_IMAGE='a b'" in quoted  # shell-safe
 
 
+def test_env_names_the_aws_proxy_and_the_boxs_ca_bundle_in_the_standard_variables() -> None:
+    boxed = state(aws_proxy_url="http://127.0.0.1:4568", ca_bundle="/s/aws-proxy/ca-bundle.pem")
+    env = box_environment(boxed, {"NO_PROXY": "intranet.example", "HTTPS_PROXY": "http://corp:3128"})
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "SAGEBOX_AWS_PROXY"):
+        assert env[name] == "http://127.0.0.1:4568"
+    for name in ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
+        assert env[name] == "/s/aws-proxy/ca-bundle.pem"
+    # The box's own endpoints (localhost) are reached directly; the shell's exceptions and proxy are kept.
+    assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1,intranet.example"
+    assert env["SAGEBOX_UPSTREAM_PROXY"] == "http://corp:3128"
+    # A second `eval "$(sagebox env)"` in that shell: the upstream is the shell's first proxy, never the box's.
+    again = box_environment(boxed, {**env})
+    assert again["SAGEBOX_UPSTREAM_PROXY"] == "http://corp:3128" and again["NO_PROXY"] == env["NO_PROXY"]
+    assert "HTTPS_PROXY" not in box_environment(state(), {})  # a box without the proxy names none
+
+
 def test_the_registry_certificate_is_for_its_address_and_trusted_where_podman_looks(tmp_path: Path) -> None:
     files = registry.RegistryFiles(tmp_path / "registry")
     registry.make_certificate(files.cert, files.key, "127.0.0.1")
