@@ -133,7 +133,7 @@ class EmbeddedAws:
 def embedded_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedAws]:
     """One embedded AWS for the session's tests that drive it through the AWS APIs (as `sagebox up` starts it)."""
     from sagebox.box import processes
-    from sagebox.box.state import BoxState
+    from sagebox.box.state import BoxState, save_state
     from sagebox.box.up import start_embedded_aws, start_gateway
 
     state_dir = tmp_path_factory.mktemp("embedded-aws")
@@ -141,6 +141,7 @@ def embedded_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedA
     try:
         start_embedded_aws(state, state_dir)
         start_gateway(state, state_dir)
+        save_state(state_dir, state)  # what `sagebox up` records: commands run with SAGEBOX_STATE_DIR find this box
         yield EmbeddedAws(state.aws_url, state.gateway_url, state_dir)
     finally:
         for pid in (state.gateway_pid, state.aws_pid):

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from container.logs import load_failure
+from sagebox.box.endpoint_logs import BOX_PREFIX as _BOX_LINE
+from sagebox.box.endpoint_logs import LineBuffer, docker_timestamp_ms, new_instance_id
 from sagebox.box.processes import popen
 from sagebox.box.specs import VariantSpec
 from sagebox.errors import SageboxError
@@ -46,6 +49,7 @@ class InstanceFailed(SageboxError):
 
 class Instance(Protocol):
     url: str
+    instance_id: str  # EC2-style (`i-...`): its log stream is <variant>/<instance_id> (sagebox.box.endpoint_logs)
 
     @property
     def label(self) -> str: ...
@@ -55,6 +59,10 @@ class Instance(Protocol):
     def stop(self) -> None: ...
 
     def last_log_lines(self, count: int = 3) -> list[str]: ...
+
+    def read_output(self) -> list[tuple[int, str]]:
+        """What it wrote to stdout and stderr since the last call: (timestamp ms, line)."""
+        ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -167,12 +175,19 @@ def _tail(path: Path, count: int) -> list[str]:
 # --- serving processes ------------------------------------------------------------------------------------------
 
 
+# A read of an instance's output takes at most this much (a runaway logger is read over several rounds).
+OUTPUT_READ_BYTES = 4 * 1024 * 1024
+
+
 @dataclass
 class ProcessInstance:
     process: subprocess.Popen[bytes]
     url: str
     log_path: Path
     image: str
+    instance_id: str = field(default_factory=new_instance_id)
+    log_offset: int = 0  # where its output starts in log_path (a replacement appends to its predecessor's file)
+    _lines: LineBuffer = field(default_factory=LineBuffer)
 
     @property
     def label(self) -> str:
@@ -195,8 +210,29 @@ class ProcessInstance:
     def last_log_lines(self, count: int = 3) -> list[str]:
         return _tail(self.log_path, count)
 
+    def read_output(self) -> list[tuple[int, str]]:
+        exited = not self.alive()
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self.log_offset)
+                data = log.read(OUTPUT_READ_BYTES)
+        except OSError:
+            data = b""
+        self.log_offset += len(data)
+        lines = self._lines.feed(data)
+        if exited and len(data) < OUTPUT_READ_BYTES:
+            lines += self._lines.flush()
+        now = int(time.time() * 1000)
+        return [(now, line) for line in lines if line.strip()]
+
     def describe(self) -> dict[str, Any]:
-        return {"kind": "process", "pid": self.process.pid, "url": self.url, "log": str(self.log_path)}
+        return {
+            "kind": "process",
+            "pid": self.process.pid,
+            "url": self.url,
+            "log": str(self.log_path),
+            "instance_id": self.instance_id,
+        }
 
 
 def local_environment(model_env: Mapping[str, str], cpus: int) -> dict[str, str]:
@@ -223,6 +259,7 @@ class ProcessLauncher:
 
         log_path = self.logs / endpoint / f"{variant.name}-{index}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        offset = log_path.stat().st_size if log_path.exists() else 0
         with inherited_listener() as (fd, listen):  # bound before the process starts: no port race
             environment = {
                 **local_environment(variant.environment, self.cpus),
@@ -232,7 +269,7 @@ class ProcessLauncher:
             }
             process = popen(["-m", "container", "serve"], log_path, environment, pass_fds=(fd,))
         port = listen[env.BIND_TO_PORT]
-        return ProcessInstance(process, f"http://127.0.0.1:{port}", log_path, variant.image)
+        return ProcessInstance(process, f"http://127.0.0.1:{port}", log_path, variant.image, log_offset=offset)
 
     def resolve_image(self, image: str) -> str:
         return image
@@ -246,6 +283,37 @@ class ContainerInstance:
     container: Any  # docker.models.containers.Container
     url: str
     image: str
+    instance_id: str = field(default_factory=new_instance_id)
+    _output: list[tuple[int, str]] = field(default_factory=list)
+    _output_lock: threading.Lock = field(default_factory=threading.Lock)
+    _follower: threading.Thread | None = None
+
+    def follow_output(self) -> None:
+        """Read the container's output (Docker's logs API, timestamped, followed) on a thread of its own until it
+        stops; `read_output` hands over what was read."""
+
+        def follow() -> None:
+            lines = LineBuffer()
+            try:
+                for chunk in self.container.logs(stream=True, follow=True, timestamps=True):
+                    self._take(lines.feed(chunk))
+            except Exception as exc:  # the engine went away: what was read is kept
+                self._take([f"{_BOX_LINE}the container's output could not be read further: {_first_line(exc)}"])
+            self._take(lines.flush())
+
+        self._follower = threading.Thread(target=follow, name=f"output-{str(self.container.id)[:12]}", daemon=True)
+        self._follower.start()
+
+    def _take(self, lines: list[str]) -> None:
+        now = int(time.time() * 1000)
+        stamped = [docker_timestamp_ms(line) for line in lines]
+        with self._output_lock:
+            self._output += [(ts or now, message) for ts, message in stamped if message.strip()]
+
+    def read_output(self) -> list[tuple[int, str]]:
+        with self._output_lock:
+            taken, self._output = self._output, []
+        return taken
 
     @property
     def label(self) -> str:
@@ -261,6 +329,8 @@ class ContainerInstance:
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             self.container.stop(timeout=int(STOP_GRACE_S))
+        if self._follower is not None:  # its last lines are read before the container goes
+            self._follower.join(timeout=5)
         with contextlib.suppress(Exception):
             self.container.remove(force=True)
 
@@ -273,7 +343,13 @@ class ContainerInstance:
         return lines[-count:] or ["the container logged nothing"]
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "container", "id": str(self.container.id), "url": self.url, "image": self.image}
+        return {
+            "kind": "container",
+            "id": str(self.container.id),
+            "url": self.url,
+            "image": self.image,
+            "instance_id": self.instance_id,
+        }
 
 
 def container_limits(variant: VariantSpec) -> dict[str, Any]:
@@ -337,4 +413,6 @@ class ContainerLauncher:
             )
         except docker.errors.APIError as exc:
             raise SageboxError(f"cannot start {reference}: {' '.join(str(exc.explanation or exc).split())}") from None
-        return ContainerInstance(container, f"http://127.0.0.1:{port}", reference)
+        instance = ContainerInstance(container, f"http://127.0.0.1:{port}", reference)
+        instance.follow_output()
+        return instance

@@ -29,7 +29,7 @@ from typing import Any
 
 from sagebox.box import serverless, specs
 from sagebox.box.control.box_time import BoxTime
-from sagebox.box.control.context import Context, Observed, Spawn, thread
+from sagebox.box.control.context import Context, Note, Observed, Spawn, no_note, thread
 from sagebox.box.control.deployments import DeploymentController
 from sagebox.box.control.fleet_state import Deployment, FleetState, Retiring, Update
 from sagebox.box.control.health import HealthController
@@ -68,6 +68,7 @@ class Reconciler:
         on_pass: Callable[[], None] = lambda: None,
         wall: Callable[[], float] = time.time,
         serverless_idle_s: float = serverless.DEFAULT_IDLE_S,
+        note: Note = no_note,
     ) -> None:
         """`healthy(instance, timeout_s)` waits for /ping, `fetch(s3, url, dest)` untars model data, `spawn(fn,
         name)` runs a deployment in the background (a thread by default), `probe(instance)` is one health check of
@@ -76,7 +77,7 @@ class Reconciler:
         ALARM (name -> reason), `on_pass()` runs first on every pass (alarm evaluation, autoscaling); deployment
         waits last `time_scale` times their length. A serverless variant scales to zero after `serverless_idle_s`
         box seconds without a request, judged on `wall()` (epoch seconds, the clock of the gateway's activity
-        file). Injectable for tests."""
+        file). `note` writes a failure's reason into the endpoint's logs. Injectable for tests."""
         self._backend = backend
         self._poll_s = poll_s
         self._on_pass = on_pass
@@ -92,6 +93,7 @@ class Reconciler:
             settle=settle,
             wake=self._wake.set,
             wall=wall,
+            note=note,
         )
         ctx = self._ctx
         self.retirement = RetirementController(ctx)

@@ -22,6 +22,7 @@ COMMANDS = (
     "demo_models",
     "invoke",
     "bench",
+    "logs",
     "box",
     "shadow",
     "infra",

@@ -2,7 +2,8 @@
 
 `Context` is the shared fleet state and the files written from it, box time, the embedded SageMaker's endpoint
 records, and the hooks to the rest of the box: `spawn` runs work in the background (a daemon thread; inline in tests),
-`settle` tells CloudFormation an endpoint's status may have changed, `wake` starts the next pass at once. Each
+`settle` tells CloudFormation an endpoint's status may have changed, `wake` starts the next pass at once, `note`
+writes a failure's reason into the endpoint's logs. Each
 controller gets it, plus the I/O of its own concern (launching instances, health checks, model data), from the loop
 (sagebox.box.reconciler), never from a global.
 
@@ -26,6 +27,13 @@ from sagebox.box.control.records import Records
 from sagebox.box.specs import EndpointSpec, SpecError
 
 Spawn = Callable[[Callable[[], None], str], None]
+# note(endpoint, variant, instance id or None for an instance that never started, message): a line of the box's own
+# in the instance's log stream (sagebox.box.endpoint_logs), as a failure's reason.
+Note = Callable[[str, str, str | None, str], None]
+
+
+def no_note(endpoint: str, variant: str, instance_id: str | None, message: str) -> None:
+    """The `note` of a box without endpoint logs (tests)."""
 
 
 def epoch_s() -> float:
@@ -49,6 +57,7 @@ class Context:
     wake: Callable[[], None] = lambda: None
     wall: Callable[[], float] = epoch_s  # epoch seconds: the clock of the gateway's serverless activity file
     utc: Callable[[], datetime.datetime] = utc_now  # DescribeEndpoint's times
+    note: Note = no_note  # a failure's reason in the instance's log stream
 
     def current(self, name: str) -> Any:
         """The endpoint's record in the embedded SageMaker (None once it is deleted)."""

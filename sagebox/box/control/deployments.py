@@ -86,7 +86,7 @@ class DeploymentController:
                     )
             deployment = self._start(spec, started, retained)
         except Exception as exc:
-            reason = " ".join(str(exc).split())[:1000] or type(exc).__name__
+            reason = _reason(exc)
             log.warning("endpoint %s: config %s failed: %s", spec.name, spec.config_name, reason)
             self._finish_failed(spec, reason)
         else:
@@ -122,9 +122,13 @@ class DeploymentController:
         wall = self._ctx.wall
         try:
             for variant in spec.variants:
-                resolved = self._launcher.resolve_image(variant.image)
-                model_dir = config_dir / variant.name / "model"
-                self._fetch(self._s3, variant.model_data_url, model_dir)
+                try:
+                    resolved = self._launcher.resolve_image(variant.image)
+                    model_dir = config_dir / variant.name / "model"
+                    self._fetch(self._s3, variant.model_data_url, model_dir)
+                except Exception as exc:  # the instance that would serve it cannot start: its log says why
+                    self._ctx.note(spec.name, variant.name, None, _reason(exc))
+                    raise
                 count, weight = retained.get(variant.name, (variant.instance_count, variant.weight))
                 fleet = VariantFleet(variant, resolved, model_dir, weight=weight, desired=count, warm_since=wall())
                 variants.append(fleet)
@@ -135,10 +139,12 @@ class DeploymentController:
                     try:
                         self._healthy(instance, fleet.spec.startup_timeout_s)
                     except Exception as exc:
-                        raise SpecError(
+                        reason = (
                             f"The primary container for production variant {fleet.spec.name} did not pass the "
                             f"ping health check: {exc}"
-                        ) from None
+                        )
+                        self._ctx.note(spec.name, fleet.spec.name, instance.instance_id, _reason(reason))
+                        raise SpecError(reason) from None
         except BaseException:
             for fleet in variants:
                 for instance in fleet.instances:
@@ -211,6 +217,12 @@ class DeploymentController:
                 endpoint.endpoint_status = specs.FAILED
             endpoint.failure_reason = str(error)
             ctx.settle()
+
+
+def _reason(failure: BaseException | str) -> str:
+    """A FailureReason: one line, at most 1000 characters (DescribeEndpoint's field allows 1024)."""
+    text = " ".join(str(failure).split())[:1000]
+    return text or type(failure).__name__
 
 
 def _retained(live: Deployment) -> dict[str, tuple[int, float]]:

@@ -21,6 +21,8 @@ tells users to run (the CDK CLI and cdk-assets, boto3, the SageMaker SDK); infra
   GetMetricStatistics matches dimensions exactly; PutMetricData `Values` kept as one datum, with a retention.
 - `autoscaling`: AWS::ApplicationAutoScaling::ScalableTarget and ::ScalingPolicy from templates; target tracking
   on SageMakerVariantInvocationsPerInstance run by the control plane.
+- `logs`: FilterLogEvents interleaves every stream's events by time, as AWS always does (endpoint logs:
+  sagebox.box.endpoint_logs).
 - `kms`: keys created from templates accept CloudFormation's `{Key, Value}` tags.
 - `ecr`: repositories live in a real local OCI registry: repository URIs and the authorization token's proxy
   endpoint name it, and the images ECR lists are the registry's.

@@ -40,7 +40,7 @@ log = logging.getLogger("sagebox.aws")
 def apply_patches(config: EmbeddedAwsConfig) -> None:
     """Every patch of moto that the box needs (see the package docstring and infra/README.md)."""
     from infra.catalog import instances
-    from sagebox.box.embedded_aws import autoscaling, cloudformation, cloudwatch, kms, sagemaker
+    from sagebox.box.embedded_aws import autoscaling, cloudformation, cloudwatch, kms, logs, sagemaker
 
     sagemaker.accept_instance_types(instances())
     sagemaker.endpoint_lifecycle()
@@ -50,6 +50,7 @@ def apply_patches(config: EmbeddedAwsConfig) -> None:
     cloudformation.apply()
     kms.apply()
     cloudwatch.apply()
+    logs.apply()
     autoscaling.apply()
     if config.registry_host and config.registry_ca:
         from sagebox.box.embedded_aws import ecr
@@ -117,10 +118,12 @@ def control_pass(config: EmbeddedAwsConfig, scale: float, firing: dict[str, str]
 
 def serve(config: EmbeddedAwsConfig, stop: threading.Event) -> int:
     import boto3
+    from moto.logs.models import logs_backends
     from moto.sagemaker.models import sagemaker_backends
     from moto.server import ThreadedMotoServer
 
     from sagebox.box.embedded_aws import cloudformation, sagemaker
+    from sagebox.box.endpoint_logs import LogCap, LoggedLauncher, LogShipper, MotoLogs, events_per_stream
     from sagebox.box.reconciler import Reconciler
 
     scale = config.time_scale if config.time_scale is not None else time_scale(os.environ)
@@ -138,15 +141,19 @@ def serve(config: EmbeddedAwsConfig, stop: threading.Event) -> int:
     )
     firing: dict[str, str] = {}
     on_pass, _ = control_pass(config, scale, firing)
+    # Every instance's output in the embedded CloudWatch Logs, as SageMaker writes it (sagebox.box.endpoint_logs).
+    shipper = LogShipper(MotoLogs(lambda: logs_backends[ACCOUNT][config.region], LogCap(events_per_stream(os.environ))))
+    shipper.start()
     reconciler = Reconciler(
         lambda: sagemaker_backends[ACCOUNT][config.region],
-        make_launcher(config),
+        LoggedLauncher(make_launcher(config), shipper),
         s3,
         config.state_dir,
         settle=cloudformation.settle,
         time_scale=scale,
         alarms=lambda: dict(firing),
         on_pass=on_pass,
+        note=shipper.note,
     )
     sagemaker.on_change(reconciler.notify)
     loop = threading.Thread(target=reconciler.run, args=(stop,), name="control-plane", daemon=True)
@@ -156,6 +163,7 @@ def serve(config: EmbeddedAwsConfig, stop: threading.Event) -> int:
     log.info("stopping: endpoints first, then the embedded AWS")
     loop.join(timeout=5)
     reconciler.shutdown()
+    shipper.stop()  # the stopped instances' last lines
     server.stop()
     return 0
 

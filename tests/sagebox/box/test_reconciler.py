@@ -62,10 +62,16 @@ class StandInInstance:
     running: bool = True
     stopped: bool = False
     answering: bool = True  # what a /ping health check of the serving instance sees
+    instance_id: str = "i-0standin"
+    output: list[tuple[int, str]] = field(default_factory=list)  # what read_output hands over next
 
     @property
     def label(self) -> str:
         return self.url
+
+    def read_output(self) -> list[tuple[int, str]]:
+        taken, self.output = self.output, []
+        return taken
 
     def alive(self) -> bool:
         return self.running and not self.stopped
@@ -88,7 +94,8 @@ class StandInLauncher:
 
     def launch(self, endpoint: str, variant: VariantSpec, index: int, model_dir: Path) -> StandInInstance:
         healthy = self.next_healthy.pop(0) if self.next_healthy else True
-        instance = StandInInstance(f"http://127.0.0.1:{9000 + len(self.launched)}", healthy)
+        number = len(self.launched)
+        instance = StandInInstance(f"http://127.0.0.1:{9000 + number}", healthy, instance_id=f"i-{number:017x}")
         self.launched.append(instance)
         return instance
 
