@@ -9,7 +9,7 @@ from pathlib import Path
 
 from container import env as container_env
 from infra.catalog import CatalogError, InstanceSpec, instance
-from infra.errors import TargetError
+from infra.errors import MissingArtifact, TargetError
 from infra.model_artifact import ArtifactInfo, inspect_artifact
 from infra.rules import check_emulation, check_serverless, check_size, check_tensor_parallel, check_variant
 from infra.settings import AppSettings
@@ -248,9 +248,10 @@ def resolve_model(
     path = Path(model_data).expanduser()
     path = path if path.is_absolute() else settings.model_dir / path
     if not path.exists():
-        raise TargetError(
+        raise MissingArtifact(
             f"target {target!r}: model artifact {path} does not exist "
-            "(package the model first, or set model_dir to the directory holding it: cdk -c model_dir=...)"
+            "(package it with `sagebox build --out build/models`, or run `make demo` for the demo's, or set model_dir "
+            "to the directory holding it: cdk -c model_dir=...)"
         )
     try:
         info = inspect_artifact(path)
@@ -460,7 +461,23 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
 
 
 def plan_endpoints(targets: Sequence[Target], settings: AppSettings) -> list[EndpointPlan]:
+    plans = plan_endpoints_or_missing(targets, settings)
+    for plan in plans:
+        if isinstance(plan, MissingArtifact):
+            raise plan
+    return [p for p in plans if isinstance(p, EndpointPlan)]
+
+
+def plan_endpoints_or_missing(targets: Sequence[Target], settings: AppSettings) -> list[EndpointPlan | MissingArtifact]:
+    """Every selected target's plan, or the MissingArtifact error of a target whose local model is not there; any
+    other problem raises."""
     unknown = sorted(set(settings.model_data) - {t.name for t in targets})
     if unknown:
         raise TargetError(f"model_data given for unknown target(s) {', '.join(unknown)}")
-    return [plan_endpoint(target, settings) for target in select(targets, settings.only)]
+    plans: list[EndpointPlan | MissingArtifact] = []
+    for target in select(targets, settings.only):
+        try:
+            plans.append(plan_endpoint(target, settings))
+        except MissingArtifact as exc:
+            plans.append(exc)
+    return plans

@@ -15,6 +15,9 @@ from infra.targets import DEFAULT_TARGETS_FILE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL_DIR = REPO_ROOT / "build" / "models"
+# The demo's packaged models, as `make demo` (`sagebox up`) leaves them: a link to the copy cached in
+# ~/.cache/sagebox. The app falls back on it when build/models holds no packaged model.
+DEMO_MODEL_DIR = REPO_ROOT / "build" / "demo-models"
 DEFAULT_DOCKERFILE = "container/Dockerfile"
 DEFAULT_NEURON_DOCKERFILE = "container/Dockerfile.neuron"
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -22,7 +25,8 @@ PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 # Context key -> what it sets (README and `--help`-style errors list these).
 CONTEXT_KEYS: dict[str, str] = {
     "targets": "path of the targets file, or several comma-separated (default infra/targets.json)",
-    "model_dir": "directory that relative model_data paths are resolved against (default build/models)",
+    "model_dir": "directory that relative model_data paths are resolved against (default build/models, or the "
+    "demo's build/demo-models when build/models holds no packaged model)",
     "only": "comma-separated target names to synthesize (default: all)",
     "prefix": "name prefix of stacks and endpoints (default sagebox)",
     "image_uri": "image URI used by every target instead of its own image",
@@ -105,6 +109,22 @@ class AppSettings:
             if key in context:
                 values[key] = _flag(key, context[key])
         return cls(**values)
+
+
+def has_packages(folder: Path) -> bool:
+    """Whether `folder` holds packaged models (<variant>/model.tar.gz)."""
+    return folder.is_dir() and any(folder.glob("*/model.tar.gz"))
+
+
+def default_model_dir(user: Path = DEFAULT_MODEL_DIR, demo: Path = DEMO_MODEL_DIR) -> tuple[Path, tuple[str, ...]]:
+    """(model_dir, notes): build/models when it holds packaged models, else the demo's when `make demo` built them
+    (said in a note), else build/models (the targets then say what is missing)."""
+    if has_packages(user) or not has_packages(demo):
+        return user, ()
+    return demo, (
+        f"{user} holds no packaged model: using the demo's ({demo} -> {demo.resolve()}); "
+        "`sagebox build --out build/models` packages yours",
+    )
 
 
 def _names(value: Any) -> tuple[str, ...]:

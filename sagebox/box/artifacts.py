@@ -3,8 +3,11 @@ all-MiniLM-L6-v2 as a sentence-embedding model (FP32 and INT8, no training), bot
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 
+from infra.settings import DEMO_MODEL_DIR
 from sagebox.paths import REPO, cache_dir
 from sagebox.pipeline.build_all import Artifacts
 from sagebox.pipeline.servable import BUILD_RECIPE
@@ -48,4 +51,20 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
         source=minilm,
         neuron=False,
     )
+    link_demo_models(root / "packages")
     return qa
+
+
+def link_demo_models(packages: Path, link: Path = DEMO_MODEL_DIR) -> None:
+    """`build/demo-models` -> the cached packages, where the CDK app looks when build/models holds none (so the
+    README's `npx cdk deploy` after `make demo` deploys the demo's models). Replaced in one rename; a real folder of
+    that name is left alone."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.exists() and not link.is_symlink():  # a folder of the user's own: left alone
+        return
+    if link.is_symlink() and link.resolve() == packages.resolve():
+        return
+    staging = link.with_name(f".{link.name}.{os.getpid()}")
+    staging.unlink(missing_ok=True)
+    staging.symlink_to(packages.resolve(), target_is_directory=True)
+    os.replace(staging, link)

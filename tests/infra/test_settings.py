@@ -95,3 +95,20 @@ def test_the_targets_context_names_one_file_or_several(tmp_path: Path) -> None:
     assert settings.targets_files == (tmp_path / "a.json", tmp_path / "sub" / "b.json")
     assert settings.targets_file == tmp_path / "a.json"
     assert AppSettings.from_context({"targets": ["x.json", "y.json"]}, tmp_path).targets_files[1] == tmp_path / "y.json"
+
+
+def test_the_default_model_dir_is_build_models_else_the_demos_said_so(tmp_path: Path) -> None:
+    from infra.settings import default_model_dir
+
+    user, demo_cache, demo = tmp_path / "build" / "models", tmp_path / "cache" / "packages", tmp_path / "demo-models"
+    assert default_model_dir(user, demo) == (user, ())  # nothing packaged anywhere: the targets say what is missing
+    (demo_cache / "int8").mkdir(parents=True)
+    (demo_cache / "int8" / "model.tar.gz").write_bytes(b"x")
+    demo.symlink_to(demo_cache)  # what `make demo` leaves
+    chosen, notes = default_model_dir(user, demo)
+    assert chosen == demo
+    [note] = notes
+    assert f"{user} holds no packaged model: using the demo's" in note and str(demo_cache) in note
+    (user / "fp32").mkdir(parents=True)
+    (user / "fp32" / "model.tar.gz").write_bytes(b"x")
+    assert default_model_dir(user, demo) == (user, ())  # yours win as soon as there are any
