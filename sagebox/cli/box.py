@@ -207,7 +207,8 @@ def _print_status(console: Console) -> None:
     for note in notes:
         console.print(note, highlight=False, soft_wrap=True)
     console.print(
-        f"embedded AWS {state.aws_url}  runtime gateway {state.gateway_url}  models {state.models_dir}\n"
+        f"embedded AWS {state.aws_url}  runtime gateway {state.gateway_url}  AWS proxy {state.aws_proxy_url}  "
+        f"models {state.models_dir}\n"
         'try:  eval "$(.venv/bin/sagebox env)"   .venv/bin/python scripts/invoke-INT8.py   '
         ".venv/bin/sagebox bench   .venv/bin/sagebox down"
     )

@@ -76,12 +76,15 @@ class RestartRun:
 
 
 def box_roles(state_dir: Path) -> dict[str, list[int]]:
-    """The pids of the box in `state_dir` by role: embedded AWS, gateway, registry (containers mode), serving."""
+    """The pids of the box in `state_dir` by role: embedded AWS, gateway, AWS proxy, registry (containers mode),
+    serving."""
     from sagebox.box.reconciler import load_fleet
     from sagebox.box.state import load_state
 
     state = load_state(state_dir)
     roles = {"embedded AWS": [state.aws_pid], "gateway": [state.gateway_pid]} if state else {}
+    if state and state.aws_proxy_pid:
+        roles["AWS proxy"] = [state.aws_proxy_pid]
     if state and state.registry_pid:
         roles["registry"] = [state.registry_pid]
     roles["serving"] = sorted(

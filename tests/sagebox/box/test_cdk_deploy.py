@@ -1,7 +1,9 @@
-"""The README's "Deploy for real" commands, unchanged, against the box: in a checkout with packaged models,
-`eval "$(sagebox env)"`, then `npx cdk bootstrap` and `npx cdk deploy <stack>` with the real CDK CLI and
-cdk-assets. The image asset is built and pushed into the embedded ECR (a real registry), and the endpoint answers
-from a container of the very image that was pushed."""
+"""The README's "Rehearse it in the box, unchanged" commands, verbatim and in its order, as a newcomer runs them
+after `make demo`: `sagebox up --containers --targets none`, `eval "$(sagebox env)"`, `npx cdk bootstrap` (which needs
+no model: it runs before any is there), `npx cdk deploy sagebox-c6i-int8 --require-approval never` with build/models
+empty and the demo's packages where `make demo` links them (build/demo-models), then `scripts/invoke-INT8.py
+--endpoint sagebox-c6i-int8`. The real CDK CLI and cdk-assets build the image asset and push it into the embedded ECR
+(a real registry), and the endpoint answers from a container of the very image that was pushed."""
 
 from __future__ import annotations
 
@@ -75,19 +77,33 @@ def test_cdk_bootstrap_and_deploy_unchanged_serve_the_pushed_image(
     state_dir, box_env = box
     assert built.result.returncode == 0, built.result.stderr
     checkout = checkout_copy(tmp_path / "checkout")
-    shutil.copytree(built.out, checkout / "build" / "models")  # what `sagebox build` leaves there
     unset = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN")
     env = {**{k: v for k, v in os.environ.items() if k not in unset}, **box_env}
 
     def npx(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["npx", "cdk", *args], cwd=checkout, env=env, capture_output=True, text=True)
 
-    bootstrap = npx("bootstrap")
+    assert not (checkout / "build" / "models").exists()
+    bootstrap = npx("bootstrap")  # no model anywhere yet: bootstrap needs none
     assert bootstrap.returncode == 0, bootstrap.stdout + bootstrap.stderr
+    # What `make demo` leaves: build/models empty, the demo's packages linked from the cache.
+    (checkout / "build" / "demo-models").symlink_to(built.out, target_is_directory=True)
     with one_at_a_time(tmp_path_factory, "serving-image-build"):  # one image build at a time in the run: layers reused
         deploy = npx("deploy", STACK, "--require-approval", "never")  # non-interactive: no approval prompt
-    assert deploy.returncode == 0, deploy.stdout + deploy.stderr
-    assert f"{STACK}.EndpointName = {STACK}" in deploy.stdout + deploy.stderr
+    said = deploy.stdout + deploy.stderr
+    assert deploy.returncode == 0, said
+    assert f"{STACK}.EndpointName = {STACK}" in said
+    assert "holds no packaged model: using the demo's" in said  # and says so
+
+    invoke = subprocess.run(
+        [str(checkout / ".venv" / "bin" / "python"), "scripts/invoke-INT8.py", "--endpoint", STACK],
+        cwd=checkout,
+        env={**env, "SAGEBOX_STATE_DIR": str(state_dir)},
+        capture_output=True,
+        text=True,
+    )
+    assert invoke.returncode == 0, invoke.stdout + invoke.stderr
+    assert "questions, median latency" in invoke.stdout  # every question answered, by the container cdk deploy built
 
     session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
     aws = box_env["AWS_ENDPOINT_URL"]

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from sagebox.paths import REPO
+from tests.run_once import run_once
 from tests.sagebox.box.test_embedded_aws import tarball
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -74,14 +75,17 @@ class Run:
         return json.loads(self.read(name))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run(tiny_model_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """Every client's flow, one after the other, against one box brought up with `sagebox up --targets none`,
-    all inside a network namespace with loopback alone."""
+    all inside a network namespace with loopback alone; once in the whole run, however many workers ask."""
     why = loopback_only()
     if why:
         pytest.fail(f"the no-network proof needs a network namespace: {why}")
-    work = tmp_path_factory.mktemp("real-clients")
+    return run_once(tmp_path_factory, "real-clients", lambda work: run_flows(tiny_model_tarball, work))
+
+
+def run_flows(tiny_model_tarball: Path, work: Path) -> Run:
     v2 = throwaway_venv(work / "sdk-v2", SDK_V2)
     v3 = throwaway_venv(work / "sdk-v3", SDK_V3)
     shutil.copy(tiny_model_tarball, work / "model.tar.gz")
