@@ -5,7 +5,8 @@ Serve Requests": the model data (`ModelDataUrl`, a model.tar.gz in S3) is untarr
 runs as `docker run IMAGE serve` with the model's `Environment`, and the instance counts as healthy once GET
 /ping answers 200 within `ContainerStartupHealthCheckTimeoutInSeconds`. Shutdown is SIGTERM, then SIGKILL 30 s
 later. In process mode the box runs this checkout's serving code (`python -m container serve`) in place of the
-image, bound to 127.0.0.1; in container mode it pulls the image by digest from the local registry behind ECR.
+image, bound to 127.0.0.1; in container mode (sagebox.box.containers) it pulls the image by digest from the local
+registry behind ECR.
 A serverless variant's container gets its MemorySizeInMB as its memory limit (a serverless variant's memory is
 all its container has); in process mode the limit is not enforced (a process has no cgroup of its own here).
 """
@@ -20,7 +21,6 @@ import signal
 import subprocess
 import tarfile
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,17 +30,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from container.logs import load_failure
-from sagebox.box.endpoint_logs import BOX_PREFIX as _BOX_LINE
-from sagebox.box.endpoint_logs import LineBuffer, docker_timestamp_ms, new_instance_id
+from sagebox.box.endpoint_logs import LineBuffer, new_instance_id
 from sagebox.box.processes import popen
 from sagebox.box.specs import VariantSpec
 from sagebox.errors import SageboxError
-from sagebox.local_server import free_port, inherited_listener
+from sagebox.local_server import inherited_listener
 
 # SageMaker's shutdown: SIGTERM, SIGKILL this many seconds later.
 STOP_GRACE_S = 30.0
-CONTAINER_PORT = 8080
-MODEL_MOUNT = "/opt/ml/model"
 
 
 class InstanceFailed(SageboxError):
@@ -96,18 +93,18 @@ def fetch_model_data(s3: Any, url: str | None, dest: Path) -> Path:
         try:
             s3.download_file(bucket, key, str(tarball))
         except Exception as exc:  # botocore's ClientError and transport errors alike
-            raise SageboxError(f"Could not download model data from {url}: {_first_line(exc)}") from None
+            raise SageboxError(f"Could not download model data from {url}: {first_line(exc)}") from None
         staging = Path(tmp) / "model"
         try:
             with tarfile.open(tarball, "r:*") as tar:
                 tar.extractall(staging, filter="data")  # no absolute paths, no .., no devices
         except (tarfile.TarError, EOFError, OSError) as exc:
-            raise SageboxError(f"Failed to extract model data archive from {url}: {_first_line(exc)}") from None
+            raise SageboxError(f"Failed to extract model data archive from {url}: {first_line(exc)}") from None
         os.replace(staging, dest)
     return dest
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
@@ -273,146 +270,3 @@ class ProcessLauncher:
 
     def resolve_image(self, image: str) -> str:
         return image
-
-
-# --- containers -------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ContainerInstance:
-    container: Any  # docker.models.containers.Container
-    url: str
-    image: str
-    instance_id: str = field(default_factory=new_instance_id)
-    _output: list[tuple[int, str]] = field(default_factory=list)
-    _output_lock: threading.Lock = field(default_factory=threading.Lock)
-    _follower: threading.Thread | None = None
-
-    def follow_output(self) -> None:
-        """Read the container's output (Docker's logs API, timestamped, followed) on a thread of its own until it
-        stops; `read_output` hands over what was read."""
-
-        def follow() -> None:
-            lines = LineBuffer()
-            try:
-                for chunk in self.container.logs(stream=True, follow=True, timestamps=True):
-                    self._take(lines.feed(chunk))
-            except Exception as exc:  # the engine went away: what was read is kept
-                self._take([f"{_BOX_LINE}the container's output could not be read further: {_first_line(exc)}"])
-            self._take(lines.flush())
-
-        self._follower = threading.Thread(target=follow, name=f"output-{str(self.container.id)[:12]}", daemon=True)
-        self._follower.start()
-
-    def _take(self, lines: list[str]) -> None:
-        now = int(time.time() * 1000)
-        stamped = [docker_timestamp_ms(line) for line in lines]
-        with self._output_lock:
-            self._output += [(ts or now, message) for ts, message in stamped if message.strip()]
-
-    def read_output(self) -> list[tuple[int, str]]:
-        with self._output_lock:
-            taken, self._output = self._output, []
-        return taken
-
-    @property
-    def label(self) -> str:
-        return f"container {str(self.container.id)[:12]}"
-
-    def alive(self) -> bool:
-        try:
-            self.container.reload()
-        except Exception:  # removed behind our back
-            return False
-        return str(self.container.status) in ("created", "running")
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.container.stop(timeout=int(STOP_GRACE_S))
-        if self._follower is not None:  # its last lines are read before the container goes
-            self._follower.join(timeout=5)
-        with contextlib.suppress(Exception):
-            self.container.remove(force=True)
-
-    def last_log_lines(self, count: int = 3) -> list[str]:
-        try:
-            raw = self.container.logs(tail=count * 4)
-        except Exception as exc:
-            return [f"no logs: {_first_line(exc)}"]
-        lines = [line for line in raw.decode(errors="replace").splitlines() if line.strip()]
-        return lines[-count:] or ["the container logged nothing"]
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "kind": "container",
-            "id": str(self.container.id),
-            "url": self.url,
-            "image": self.image,
-            "instance_id": self.instance_id,
-        }
-
-
-def container_limits(variant: VariantSpec) -> dict[str, Any]:
-    """docker-py `containers.run` resource arguments: a serverless variant's memory (MemorySizeInMB) as a hard
-    limit, swap included (memswap_limit equal to mem_limit: no swap beyond it), as the compute SageMaker gives it."""
-    if variant.serverless is None:
-        return {}
-    limit = f"{variant.serverless.memory_mb}m"
-    return {"mem_limit": limit, "memswap_limit": limit}
-
-
-@dataclass
-class ContainerLauncher:
-    """The endpoint's own image, pulled by digest from the registry behind the embedded ECR."""
-
-    client: Any  # docker.DockerClient
-    registry_host: str | None
-    resolve_digest: Callable[[str], str | None]  # registry reference (repo:tag) -> sha256 digest
-    mode: str = "containers"
-
-    def _registry_name(self, image: str) -> str:
-        from sagebox.box.embedded_aws.ecr import registry_reference
-
-        if self.registry_host:
-            mapped = registry_reference(image, self.registry_host)
-            if mapped:
-                return mapped
-        return image
-
-    def resolve_image(self, image: str) -> str:
-        name = self._registry_name(image)
-        if "@sha256:" in name:
-            return name
-        digest = self.resolve_digest(name)
-        if digest is None:
-            raise SageboxError(
-                f"image {image} is not in the registry (was it pushed? `cdk deploy` pushes image assets)"
-            )
-        repository = name.rsplit(":", 1)[0] if ":" in name.split("/")[-1] else name
-        return f"{repository}@{digest}"
-
-    def launch(self, endpoint: str, variant: VariantSpec, index: int, model_dir: Path) -> Instance:
-        import docker.errors
-
-        reference = self.resolve_image(variant.image)
-        try:
-            self.client.images.pull(reference)
-        except docker.errors.APIError as exc:
-            raise SageboxError(f"cannot pull {reference}: {' '.join(str(exc.explanation or exc).split())}") from None
-        port = free_port()
-        try:
-            container = self.client.containers.run(
-                reference,
-                command=["serve"],
-                detach=True,
-                environment=dict(variant.environment),
-                ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
-                volumes={str(model_dir.resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}},
-                labels={"org.sagebox.role": "serving", "org.sagebox.endpoint": endpoint},
-                **container_limits(variant),
-            )
-        except docker.errors.APIError as exc:
-            raise SageboxError(f"cannot start {reference}: {' '.join(str(exc.explanation or exc).split())}") from None
-        instance = ContainerInstance(container, f"http://127.0.0.1:{port}", reference)
-        instance.follow_output()
-        return instance

@@ -61,7 +61,8 @@ def apply_patches(config: EmbeddedAwsConfig) -> None:
 
 def make_launcher(config: EmbeddedAwsConfig) -> Any:
     from container.env import available_cpus
-    from sagebox.box.fleet import ContainerLauncher, ProcessLauncher
+    from sagebox.box.containers import ContainerLauncher
+    from sagebox.box.fleet import ProcessLauncher
 
     if config.mode == "processes":
         return ProcessLauncher(config.state_dir / "logs" / "endpoints", available_cpus())

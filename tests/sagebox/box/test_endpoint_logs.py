@@ -187,7 +187,7 @@ def test_a_serving_process_output_is_read_from_where_it_started(tmp_path: Path) 
 
 
 def test_a_containers_output_is_followed_until_it_stops() -> None:
-    from sagebox.box.fleet import ContainerInstance
+    from sagebox.box.containers import ContainerInstance
 
     class Container:
         id = "abc123"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sagebox.box import serverless
-from sagebox.box.fleet import ContainerLauncher, container_limits
+from sagebox.box.containers import ContainerLauncher, container_limits
 from sagebox.box.reconciler import Reconciler, load_fleet
 from sagebox.box.routes import load_routes
 from sagebox.box.specs import Serverless, VariantSpec
