@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 # The suite runs on pytest-xdist workers (work-stealing: a worker that runs dry takes tests from a busy one); what
 # several need is built once (tests/run_once.py). Most slow tests wait on processes they start (servers, the CDK
 # CLI, podman), so 3 workers keep 2 cores busy (docs/benchmarks.md). TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 .PHONY: help venv node podman demo test lint typecheck image down clean
 
@@ -67,8 +67,10 @@ typecheck: venv
 	@$(BIN)/mypy container infra neuron_emu sagebox scripts tests
 
 # mypy runs beside pytest, not before it: on a fresh clone it takes ~96 s on one core (machine A), which left the
-# other core idle for that long; its findings print after pytest's and fail the target all the same.
-test: venv node podman lint
+# other core idle for that long; its findings print after pytest's and fail the target all the same. The container
+# engine (podman, its base image) is set up by the first test that needs one (sagebox/images/setup.py, one at a
+# time), beside the other tests, not before them all (~35 s on one core, more where apt must install podman).
+test: venv node lint
 	@$(BIN)/mypy container infra neuron_emu sagebox scripts tests > $(VENV)/mypy.log 2>&1 & types_pid=$$!; \
 	tests=0; $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS) || tests=$$?; \
 	types=0; wait $$types_pid || types=$$?; \

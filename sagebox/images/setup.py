@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sagebox.errors import SageboxError
 from sagebox.images import base_image, engine, podman
 from sagebox.images.dirs import Paths
+from sagebox.locks import file_lock
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,21 @@ def setup(
     is_root: bool | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Ready:
-    """Use the user's Docker Engine when one answers; otherwise install and start podman for this project."""
+    """Use the user's Docker Engine when one answers; otherwise install and start podman for this project. One caller
+    at a time (a file lock): two commands, or two test workers, that need an engine at once share one set-up."""
+    paths.state.mkdir(parents=True, exist_ok=True)
+    with file_lock(paths.state / "engine-setup.lock"):
+        return _setup(paths, env, run, log, is_root, clock)
+
+
+def _setup(
+    paths: Paths,
+    env: Mapping[str, str] | None,
+    run: podman.Runner,
+    log: Callable[[str], None],
+    is_root: bool | None,
+    clock: Callable[[], float],
+) -> Ready:
     started = clock()
     env = os.environ if env is None else env
     is_root = os.geteuid() == 0 if is_root is None else is_root
