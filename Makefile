@@ -19,10 +19,12 @@ FIND_LINKS ?= $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get globa
 STAMP := $(VENV)/.sagebox-installed
 NODE_STAMP := node_modules/.sagebox-installed
 PYTEST_ARGS ?=
-# The suite runs on pytest-xdist workers (work-stealing: a worker that runs dry takes tests from a busy one); what
-# several need is built once (tests/run_once.py). Most slow tests wait on processes they start (servers, the CDK
+# The suite runs on pytest-xdist workers, each taking a whole test file as it frees up (loadfile: a file's module
+# fixtures, such as a box with eighteen endpoints, are built once, where work-stealing split files and built them on
+# several workers), the heaviest files first (tests/conftest.py); what several files need is built once
+# (tests/run_once.py). Most slow tests wait on processes they start (servers, the CDK
 # CLI, podman), so 3 workers keep 2 cores busy (docs/benchmarks.md). TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 .PHONY: help venv node podman demo test lint typecheck image down clean
 
@@ -72,7 +74,7 @@ typecheck: venv
 # time), beside the other tests, not before them all (~35 s on one core, more where apt must install podman).
 test: venv node lint
 	@$(BIN)/mypy container infra neuron_emu sagebox scripts tests > $(VENV)/mypy.log 2>&1 & types_pid=$$!; \
-	tests=0; $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS) || tests=$$?; \
+	tests=0; $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) || tests=$$?; \
 	types=0; wait $$types_pid || types=$$?; \
 	echo "mypy: $$(tail -1 $(VENV)/mypy.log)"; [ $$types -eq 0 ] || cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]

@@ -13,6 +13,49 @@ from tests.run_once import run_once
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Seconds each of the heaviest test files took in a clean-clone `make test PYTEST_ARGS=--durations=0` (machine A,
+# 2026-12-04, three workers; the sum of its tests' setup, call and teardown). `make test` hands whole files to the
+# workers as they free up (pytest-xdist's loadfile: a file's module fixtures are built once), heaviest first, so that
+# no long file starts last and runs alone at the end. The figures only order the files: a stale one costs time, never
+# a test.
+FILE_SECONDS = {
+    "tests/sagebox/pipeline/test_demo_models.py": 242,
+    "tests/sagebox/box/test_cdk_deploy.py": 203,
+    "tests/sagebox/test_fault_suite.py": 208,
+    "tests/sagebox/box/test_real_clients_e2e.py": 129,
+    "tests/sagebox/images/test_image.py": 121,
+    "tests/sagebox/box/test_up_down.py": 117,
+    "tests/sagebox/box/test_task_endpoints_e2e.py": 112,
+    "tests/neuron_emu/parallel/test_heads.py": 90,
+    "tests/sagebox/bench/test_models.py": 75,
+    "tests/sagebox/pipeline/test_minilm_embeddings.py": 72,
+    "tests/sagebox/box/test_guardrails_e2e.py": 58,
+    "tests/container/test_server.py": 57,
+    "tests/neuron_emu/examples/test_customop_mlp.py": 55,
+    "tests/sagebox/box/test_endpoint_types_e2e.py": 52,
+    "tests/sagebox/pipeline/test_task_builds.py": 50,
+    "tests/neuron_emu/parallel/test_artifact.py": 45,
+    "tests/neuron_emu/test_tracing.py": 41,
+    "tests/infra/test_cli.py": 37,
+    "tests/sagebox/box/test_cfn_guardrails_e2e.py": 36,
+    "tests/neuron_emu/examples/test_customop_mlp_xla.py": 32,
+    "tests/sagebox/cli/test_pipeline_commands.py": 31,
+    "tests/sagebox/bench/test_neuron_emu_ops.py": 31,
+    "tests/sagebox/box/test_autoscaling_e2e.py": 31,
+    "tests/neuron_emu/parallel/test_numerics.py": 30,
+    "tests/container/handlers/test_neuron_parallel.py": 27,
+    "tests/infra/test_cfn_lint.py": 26,
+    "tests/sagebox/pipeline/test_compile_tensor_parallel.py": 25,
+    "tests/container/handlers/test_neuron.py": 24,
+    "tests/neuron_emu/parallel/test_serving.py": 23,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The heaviest files first (FILE_SECONDS); a stable sort, so pytest-randomly's shuffle (which runs before this
+    hook) still orders the tests within each file and the files of equal weight."""
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.nodeid.split("::", 1)[0], 0))
+
 
 @pytest.fixture(autouse=True)
 def _seeded_torch() -> None:
