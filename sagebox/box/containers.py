@@ -51,7 +51,7 @@ class ContainerInstance:
 
     def _take(self, lines: list[str]) -> None:
         now = int(time.time() * 1000)
-        stamped = [docker_timestamp_ms(line) for line in lines]
+        stamped = [docker_timestamp_ms(line, now) for line in lines]
         with self._output_lock:
             self._output += [(ts or now, message) for ts, message in stamped if message.strip()]
 

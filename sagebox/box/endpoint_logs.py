@@ -91,9 +91,10 @@ class LineBuffer:
         return [rest.decode("utf-8", errors="replace").rstrip("\r")] if rest.strip() else []
 
 
-def docker_timestamp_ms(line: str) -> tuple[int | None, str]:
+def docker_timestamp_ms(line: str, read_ms: int | None = None) -> tuple[int | None, str]:
     """Docker's `logs --timestamps` line (`2026-12-04T03:10:51.750123456Z message`) -> (epoch ms, message); (None,
-    line) when it has no such prefix."""
+    line) when it has no such prefix. Podman's Docker API stamps whole seconds (`2026-12-04T18:45:39Z`, measured
+    here): then `read_ms`, when the line was read, is the better millisecond if it falls within that second."""
     import datetime
 
     stamp, _, message = line.partition(" ")
@@ -104,8 +105,12 @@ def docker_timestamp_ms(line: str) -> tuple[int | None, str]:
         parsed = datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.UTC)
     except ValueError:
         return None, line
-    millis = int((fraction + "000")[:3]) if fraction.isdigit() else 0
-    return int(parsed.timestamp()) * 1000 + millis, message
+    second_ms = int(parsed.timestamp()) * 1000
+    if fraction.isdigit():
+        return second_ms + int((fraction + "000")[:3]), message
+    if read_ms is not None and second_ms <= read_ms < second_ms + 1000:
+        return read_ms, message
+    return second_ms, message
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,10 @@ def test_output_becomes_whole_lines_and_a_cut_line_waits_for_its_end() -> None:
 def test_docker_timestamps_become_epoch_milliseconds() -> None:
     assert docker_timestamp_ms("2026-12-04T03:10:51.750123456Z model ready") == (1796353851750, "model ready")
     assert docker_timestamp_ms("2026-12-04T03:10:51Z x y") == (1796353851000, "x y")
+    # Whole seconds (podman): the time the line was read, when it falls within that second, and only then.
+    assert docker_timestamp_ms("2026-12-04T03:10:51Z x", read_ms=1796353851420) == (1796353851420, "x")
+    assert docker_timestamp_ms("2026-12-04T03:10:51Z x", read_ms=1796353853420) == (1796353851000, "x")
+    assert docker_timestamp_ms("2026-12-04T03:10:51.750Z x", read_ms=1796353851420) == (1796353851750, "x")
     assert docker_timestamp_ms("no stamp here") == (None, "no stamp here")
 
 
