@@ -15,6 +15,7 @@ Pure logic, no clock of its own: callers pass `now` and deadlines, and tests pas
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -115,7 +116,22 @@ class Refused(Exception):
 
 
 class Overloaded(Refused):
-    """The work already queued leaves too little time before this request's deadline (retry later)."""
+    """The work already queued leaves too little time before this request's deadline (retry later).
+
+    `retry_after_s`: whole seconds until the backlog ahead of it, admitting nothing more, would leave this request
+    room before a fresh deadline (at least 1): what the 503 says in `Retry-After` (RFC 9110, section 10.2.3:
+    delay-seconds, a non-negative integer)."""
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def retry_after(backlog_s: float, need_s: float, timeout_s: float) -> int:
+    """Whole seconds until `backlog_s` of queued model time has drained enough for a request needing `need_s` to
+    finish within a fresh `timeout_s`; at least 1, at most the timeout (the backlog never holds more)."""
+    wait = backlog_s + need_s - timeout_s
+    return max(1, min(math.ceil(max(timeout_s, 1.0)), math.ceil(wait)))
 
 
 class TooLarge(Refused):
@@ -167,7 +183,8 @@ class Admission:
                 self.refused_before_tokenizing += 1
                 raise Overloaded(
                     f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
-                    f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later"
+                    f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
+                    retry_after(self._backlog, need, self.timeout_s),
                 )
 
     def learn(self, chars: int, seconds: float) -> None:
@@ -198,7 +215,8 @@ class Admission:
                     self.refused_busy += 1
                     raise Overloaded(
                         f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
-                        f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later"
+                        f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
+                        retry_after(self._backlog, need, self.timeout_s),
                     )
             self._backlog += need
             self.admitted += 1

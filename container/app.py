@@ -77,8 +77,16 @@ def _json(
     return Response(body, status_code=status, media_type=media, headers=headers)
 
 
-def _error(status: int, message: str, request: Request | None = None) -> Response:
-    return _json(status, payload.error_body(status, message), request)
+def _error(status: int, message: str, request: Request | None = None, extra: dict[str, str] | None = None) -> Response:
+    return _json(status, payload.error_body(status, message), request, extra=extra)
+
+
+def _retry_after(exc: Exception) -> dict[str, str] | None:
+    """`Retry-After` for a 503 a retry can cure (at capacity, loading, shutting down): the seconds the refusal
+    priced. Clients that back off on it (the invoke scripts; the box's gateway passes it on with the ModelError)
+    keep a retry storm from costing the model its CPU."""
+    seconds = getattr(exc, "retry_after_s", None)
+    return None if seconds is None else {"Retry-After": str(seconds)}
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -173,7 +181,7 @@ def create_app(
             return _error(exc.status, str(exc), request)
         except (ServiceError, Overloaded, TooLarge, InputTooLong) as exc:
             status = next((_STATUS[kind] for kind in type(exc).__mro__ if kind in _STATUS), 500)
-            return _error(status, str(exc), request)
+            return _error(status, str(exc), request, _retry_after(exc))
         except (ClientDisconnect, ClientGone):
             return _error(400, "client disconnected", request)  # nobody reads it; the work was dropped
         except Exception:

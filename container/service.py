@@ -56,7 +56,12 @@ class ServiceError(ContainerError):
 
 
 class NotReady(ServiceError):
-    """The model is loading, failed to load, or the server is shutting down."""
+    """The model is loading, failed to load, or the server is shutting down. `retry_after_s`: when a retry can
+    succeed (loading: soon; shutting down: another instance takes it), None when it cannot (the model failed)."""
+
+    def __init__(self, message: str, retry_after_s: int | None = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class TooManyWindows(ServiceError):
@@ -212,7 +217,7 @@ class InferenceService:
         if self.status is ModelStatus.LOADING:
             raise NotReady("model is loading")
         if self.status is ModelStatus.FAILED:
-            raise NotReady(f"model is not available: {self.reason}")
+            raise NotReady(f"model is not available: {self.reason}", retry_after_s=None)
 
     @property
     def task(self) -> Task:

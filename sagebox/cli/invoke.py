@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, variant: str | None = None) -> int:
 
     from sagebox.cli.common import console as make_console
     from sagebox.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
-    from sagebox.invoke import invoke_qa
+    from sagebox.invoke import Retry, invoke_qa
 
     variant = variant or getattr(args, "variant", None)
     if getattr(args, "text", None):
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, variant: str | None = None) -> int:
         table.add_column(column, justify="right" if column in ("score", "latency ms") else "left")
     latencies = []
     for question in questions:
-        result = invoke_qa(runtime, endpoint, question, context, args.custom_attributes)
+        result = invoke_qa(runtime, endpoint, question, context, args.custom_attributes, Retry())
         latencies.append(result.latency_ms)
         table.add_row(question, result.answer, f"{result.score:.3f}", f"{result.latency_ms:.1f}")
     console = make_console()
@@ -104,7 +104,7 @@ def run_texts(args: argparse.Namespace, variant: str | None) -> int:
     from rich.table import Table
 
     from sagebox.cli.common import console as make_console
-    from sagebox.invoke import invoke_json
+    from sagebox.invoke import Retry, invoke_json
 
     parameters = None
     if args.parameters:
@@ -118,7 +118,7 @@ def run_texts(args: argparse.Namespace, variant: str | None) -> int:
     request: dict[str, object] = {"inputs": list(args.text)}
     if parameters:
         request["parameters"] = parameters
-    result = invoke_json(runtime, endpoint, request, args.custom_attributes)
+    result = invoke_json(runtime, endpoint, request, args.custom_attributes, retry=Retry())
     table = Table(title=f"{endpoint} ({result.latency_ms:.1f} ms)", title_justify="left")
     table.add_column("text")
     table.add_column("answer")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from container.admission import Admission, EwmaCost, Overloaded, TooLarge
+from container.admission import Admission, EwmaCost, Overloaded, TooLarge, retry_after
 from container.predictor import Predictor
 from tests.container.fakes import GateHandler, fake_manifest
 
@@ -91,6 +91,16 @@ def test_admission_holds_at_most_one_timeout_of_model_time() -> None:
     admission.release(first[:1])  # twice is harmless
     assert admission.backlog_s == 7.0
     assert (admission.admitted, admission.refused_busy, admission.refused_too_large) == (2, 1, 0)
+
+
+def test_a_refusal_says_when_the_backlog_ahead_leaves_room() -> None:
+    admission = Admission(timeout_s=10.0)
+    admission.admit([3.0, 4.0], 0.0, 10.0)
+    with pytest.raises(Overloaded) as refused:
+        admission.admit([5.5], 0.0, 10.0)
+    assert refused.value.retry_after_s == 3  # 7 s queued + 5.5 s needed - a fresh 10 s: 2.5 s, in whole seconds
+    assert retry_after(0.2, 0.1, 10.0) == 1  # never 0: "retry at once" is what a storm does anyway
+    assert retry_after(30.0, 9.0, 10.0) == 10  # never more than a whole timeout
 
 
 def test_time_already_spent_counts_against_the_deadline() -> None:

@@ -58,7 +58,9 @@ def test_ping_and_invocations_while_loading_then_ready() -> None:
         async with serving(make_service(handler), start=False) as (client, app):
             ping = await client.get("/ping")
             assert ping.status_code == 503 and ping.json() == {"status": "loading", "message": "model is loading"}
-            assert_error(await client.post("/invocations", json=QUESTION), 503, "loading")
+            loading = await client.post("/invocations", json=QUESTION)
+            assert_error(loading, 503, "loading")
+            assert loading.headers["retry-after"] == "1"
             await app.state.service.start()
             assert (await client.get("/ping")).json() == {"status": "ready"}
             answer = (await client.post("/invocations", json=QUESTION)).json()
@@ -78,7 +80,9 @@ def test_a_failed_load_shows_clients_no_paths_or_library_messages() -> None:
             ping = await client.get("/ping")
             assert ping.status_code == 503
             assert ping.json() == {"status": "failed", "message": REFUSED_REASON}
-            body = assert_error(await client.post("/invocations", json=QUESTION), 503, REFUSED_REASON)
+            refused = await client.post("/invocations", json=QUESTION)
+            body = assert_error(refused, 503, REFUSED_REASON)
+            assert "retry-after" not in refused.headers  # a model that did not load: retrying cannot help
             for response_text in (ping.text, json.dumps(body)):
                 assert "tokenizer.json" not in response_text and "/opt/ml" not in response_text
 
@@ -119,6 +123,7 @@ def test_overload_is_503_at_once_with_a_short_reason() -> None:
             refused = await client.post("/invocations", json=QUESTION)  # the gate is still closed
             body = assert_error(refused, 503, "at capacity")
             assert body["error"] == "Service Unavailable" and len(body["message"]) < 200
+            assert refused.headers["retry-after"] == "2"  # 6 s queued + 6 s needed - a fresh 10 s timeout
             handler.open.set()
             assert (await first).status_code == 200
 

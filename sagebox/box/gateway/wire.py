@@ -47,13 +47,16 @@ async def read_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def aws_error(status: int, code: str, message: str, **extra: object) -> Response:
+def aws_error(status: int, code: str, message: str, headers: dict[str, str] | None = None, **extra: object) -> Response:
     body = {"message": message, "Message": message, **extra}
     return Response(
         json.dumps(body),
         status_code=status,
         media_type="application/json",
-        headers={"x-amzn-ErrorType": f"{code}:http://internal.amazon.com/coral/com.amazon.sagemaker/"},
+        headers={
+            "x-amzn-ErrorType": f"{code}:http://internal.amazon.com/coral/com.amazon.sagemaker/",
+            **(headers or {}),
+        },
     )
 
 
@@ -81,10 +84,14 @@ def model_error(name: str, region: str, upstream: UpstreamResponse) -> Response:
         f'Received {kind} error ({upstream.status_code}) from primary with message "{original}". '
         f"See {log_stream} in account {ACCOUNT} for more information."
     )
+    # The container's Retry-After (its 503 at capacity says when to come back) reaches the caller with the
+    # ModelError, beside OriginalStatusCode: sagebox.invoke and the invoke scripts back off on it.
+    retry = upstream.headers.get("retry-after")
     return aws_error(
         424,
         "ModelError",
         message,
+        {"Retry-After": retry} if retry is not None and retry.isdigit() else None,
         OriginalStatusCode=upstream.status_code,
         OriginalMessage=original,
         LogStreamArn=log_stream,

@@ -67,6 +67,24 @@ def test_a_container_error_is_a_model_error_with_its_status_message_and_log_stre
     assert log_stream in fields["Message"]
 
 
+def test_a_model_at_capacity_passes_its_retry_after_to_the_client(runtime_model: ServiceModel) -> None:
+    from botocore.exceptions import ClientError
+
+    from sagebox.invoke import retryable
+
+    at_capacity = UpstreamResponse(503, {"retry-after": "2"}, b'{"message": "server is at capacity"}')
+    response = wire.model_error("ep", "us-east-1", at_capacity)
+    assert response.headers["retry-after"] == "2"
+    read = parsed(runtime_model, response)
+    read.update(parsed(runtime_model, response, "ModelError"))  # botocore merges the modelled fields in
+    assert retryable(ClientError(read, "InvokeEndpoint")) == (True, 2.0)  # what sagebox.invoke backs off on
+    failing = parsed(runtime_model, wire.model_error("ep", "us-east-1", UpstreamResponse(500, {}, b"{}")))
+    failing.update({"OriginalStatusCode": 500})
+    assert retryable(ClientError(failing, "InvokeEndpoint")) == (False, None)  # a model failure is not retried
+    odd = wire.model_error("ep", "us-east-1", UpstreamResponse(503, {"retry-after": "soon"}, b"{}"))
+    assert "retry-after" not in odd.headers  # only delay-seconds go through
+
+
 def test_a_model_error_keeps_the_first_4096_characters_of_any_body() -> None:
     long = wire.model_error("ep", "us-east-1", UpstreamResponse(500, {}, b"x" * 5000))
     assert json.loads(bytes(long.body))["OriginalMessage"] == "x" * 4096
