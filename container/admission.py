@@ -150,17 +150,47 @@ class Admission:
     """The backlog and the two checks: `precheck` on a request's length before it is tokenized, `admit` on its
     windows' expected cost after. Thread-safe: the inference thread releases charges as model calls return."""
 
-    def __init__(self, timeout_s: float, enabled: bool = True, alpha: float = EWMA_ALPHA) -> None:
+    def __init__(self, timeout_s: float, enabled: bool = True, alpha: float = EWMA_ALPHA, share: float = 1.0) -> None:
+        """`share`: the part of each request's timeout that queued model work may fill; the rest is left for what
+        the price does not see (reading and answering it on a busy event loop, the tail of the model's times)."""
+        if not 0.0 < share <= 1.0:
+            raise ValueError("share must be in (0, 1]")
         self.timeout_s = timeout_s
+        self._reserve_s = (1.0 - share) * timeout_s
         self.enabled = enabled
         self._alpha = alpha
         self._backlog = 0.0
         self._seconds_per_char: float | None = None
+        self._seconds_per_byte: float | None = None
         self._lock = threading.Lock()
         self.admitted = 0
         self.refused_busy = 0
         self.refused_too_large = 0
         self.refused_before_tokenizing = 0
+        self.refused_before_reading = 0
+        self._slowdown = 1.0
+
+    def _ahead(self, need: float) -> float:
+        """Seconds until a request needing `need` would be answered, behind the backlog, at the speed the model has
+        been delivering (under lock)."""
+        return (self._backlog + need) * self._slowdown
+
+    @property
+    def slowdown(self) -> float:
+        """How much longer admitted work has been taking than its price said (>= 1: a price never shrinks)."""
+        with self._lock:
+            return self._slowdown
+
+    def completed(self, priced_s: float, took_s: float) -> None:
+        """An admitted request waited `took_s` for model work priced at `priced_s` (the backlog ahead of it plus its
+        own). Its ratio, smoothed, scales every price: the per-call estimate measures the model's calls, not what
+        else shares the CPU between them (the HTTP side under a storm, other processes, the GIL), and a queue priced
+        at the calls alone lets admitted requests run past their deadlines."""
+        if priced_s <= 0.0 or took_s <= 0.0:
+            return
+        with self._lock:
+            ratio = max(1.0, took_s / priced_s)
+            self._slowdown = max(1.0, self._slowdown + self._alpha * (ratio - self._slowdown))
 
     @property
     def backlog_s(self) -> float:
@@ -178,23 +208,48 @@ class Admission:
             if self._seconds_per_char is None:
                 return
             need = chars * self._seconds_per_char
-            if need <= self.timeout_s and now + self._backlog + need > deadline:
+            if need <= self.timeout_s and now + self._ahead(need) > deadline - self._reserve_s:
                 self.refused_busy += 1
                 self.refused_before_tokenizing += 1
                 raise Overloaded(
                     f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
                     f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
-                    retry_after(self._backlog, need, self.timeout_s),
+                    retry_after(self._backlog, need, self.timeout_s - self._reserve_s),
                 )
 
-    def learn(self, chars: int, seconds: float) -> None:
-        """An admitted request of `chars` characters was charged `seconds`: update the per-character price."""
-        if chars < 1:
-            return
-        sample = seconds / chars
+    def refuse_unread(self, body_bytes: int, now: float) -> Overloaded | None:
+        """The refusal for a request of `body_bytes` (its Content-Length) that arrives `now`, priced at the model
+        seconds per body byte of the requests admitted so far, when it cannot fit; None when it may (or nothing is
+        known yet). The HTTP layer answers it before reading the body or building a request (container/app.py):
+        under a retry storm refusals are most of the traffic, and each costs the CPU the model needs."""
+        if not self.enabled:
+            return None
         with self._lock:
-            old = self._seconds_per_char
-            self._seconds_per_char = sample if old is None else old + self._alpha * (sample - old)
+            if self._seconds_per_byte is None:
+                return None
+            need = body_bytes * self._seconds_per_byte
+            if need > self.timeout_s or self._ahead(need) <= self.timeout_s - self._reserve_s:
+                return None
+            self.refused_busy += 1
+            self.refused_before_reading += 1
+            return Overloaded(
+                f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
+                f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
+                retry_after(self._backlog, need, self.timeout_s - self._reserve_s),
+            )
+
+    def learn(self, chars: int, seconds: float, body_bytes: int = 0) -> None:
+        """An admitted request of `chars` characters (`body_bytes` on the wire) was charged `seconds`: update the
+        per-character and per-byte prices."""
+        with self._lock:
+            if chars >= 1:
+                sample = seconds / chars
+                old = self._seconds_per_char
+                self._seconds_per_char = sample if old is None else old + self._alpha * (sample - old)
+            if body_bytes >= 1:
+                sample = seconds / body_bytes
+                old = self._seconds_per_byte
+                self._seconds_per_byte = sample if old is None else old + self._alpha * (sample - old)
 
     def admit(self, costs: Sequence[float], now: float, deadline: float, expected: float | None = None) -> list[Charge]:
         """Charges for `costs` (one per feature, margins included), or Overloaded/TooLarge when they cannot finish by
@@ -211,12 +266,12 @@ class Admission:
                         "(shorten the context or split the request)"
                     )
                 idle_fit = self._backlog < 1e-9 and now + base <= deadline  # nothing queued (up to rounding)
-                if now + self._backlog + need > deadline and not idle_fit:
+                if now + self._ahead(need) > deadline - self._reserve_s and not idle_fit:
                     self.refused_busy += 1
                     raise Overloaded(
                         f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
                         f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
-                        retry_after(self._backlog, need, self.timeout_s),
+                        retry_after(self._backlog, need, self.timeout_s - self._reserve_s),
                     )
             self._backlog += need
             self.admitted += 1

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import TypeVar
 
 from starlette.applications import Starlette
@@ -17,12 +18,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive
+from starlette.types import Receive, Scope, Send
 
 from container import payload
 from container.admission import Overloaded, TooLarge
 from container.env import ServerSettings
 from container.logs import ensure_logging
+from container.priorities import yield_to_model
 from container.service import DeadlineExceeded, InferenceService, ModelStatus, NotReady, ServiceError, TooManyWindows
 from container.tasks import InputTooLong
 
@@ -136,16 +138,71 @@ async def _while_connected(request: Request, work: Awaitable[T]) -> T:
     return task.result()
 
 
+class RefuseUnread:
+    """ASGI middleware in front of the app: a POST /invocations that cannot fit behind the queued work, priced by its
+    Content-Length, is refused (503, Retry-After, the same JSON reason) before its body is read or a Request, route
+    and handler exist for it. Under a retry storm refusals are nearly all the traffic, and each costs CPU the model
+    then lacks (docs/serving.md, Admission control, gives the measured cost of both paths). Everything else, and a
+    request without a Content-Length, goes to the app."""
+
+    def __init__(self, app: Starlette, service: InferenceService) -> None:
+        self.app = app
+        self.service = service
+        self.state = app.state
+
+    def refusal(self, body_bytes: int) -> tuple[bytes, int] | None:
+        """(JSON body, Retry-After) of the 503 for a request of `body_bytes` arriving now; None: let it in. The
+        server's HTTP protocol asks this before it builds anything for the request (container/http_protocol.py)."""
+        refused = self.service.refuse_unread(body_bytes)
+        if refused is None:
+            return None
+        return payload.error_body(503, str(refused)), refused.retry_after_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/invocations":
+            length, echo = _length_and_attributes(scope["headers"])
+            refusal = None if length is None else self.service.refuse_unread(length)
+            if refusal is not None:
+                body = payload.error_body(503, str(refusal))
+                headers = [
+                    (b"content-type", payload.JSON.encode()),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", str(refusal.retry_after_s).encode()),
+                ]
+                if echo is not None:
+                    headers.append((CUSTOM_ATTRIBUTES.lower().encode(), echo))
+                await send({"type": "http.response.start", "status": 503, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _length_and_attributes(headers: Iterable[tuple[bytes, bytes]]) -> tuple[int | None, bytes | None]:
+    length: int | None = None
+    echo: bytes | None = None
+    for name, value in headers:
+        if name == b"content-length":
+            length = int(value) if value.isdigit() else None
+        elif name == _CUSTOM_ATTRIBUTES_RAW:
+            echo = value
+    return length, echo
+
+
+_CUSTOM_ATTRIBUTES_RAW = CUSTOM_ATTRIBUTES.lower().encode()
+
+
 def create_app(
     settings: ServerSettings | None = None,
     service: InferenceService | None = None,
     in_flight: InFlight | None = None,
-) -> Starlette:
+) -> RefuseUnread:
     """The app; `service` defaults to one built from `settings` (and started by the lifespan), `in_flight` counts
     /invocations requests for whoever reports the shutdown (container/server.py)."""
     settings = settings or ServerSettings.from_env()
     ensure_logging(settings.log_level)
-    service = service or InferenceService(settings)
+    if service is None:  # a real server: its HTTP thread yields the CPU to the model
+        favour_model = functools.partial(yield_to_model, settings.http_nice)
+        service = InferenceService(settings, on_inference_thread=favour_model)
     requests = in_flight or InFlight()
 
     async def ping(request: Request) -> Response:
@@ -175,7 +232,7 @@ def create_app(
             body = await _read_body(request, settings.max_body_bytes)
             task = service.task
             parsed = payload.parse_request(body, fmt_in, MAX_ITEMS, task)
-            answers = await _while_connected(request, service.answer(parsed, arrived))
+            answers = await _while_connected(request, service.answer(parsed, arrived, len(body)))
             rendered, notes = task.render(parsed.items, answers, parsed.batch, parsed.parameters)
         except payload.PayloadError as exc:
             return _error(exc.status, str(exc), request)
@@ -223,7 +280,7 @@ def create_app(
         else:
             log.info("server stopped")
 
-    app = Starlette(
+    starlette = Starlette(
         routes=[
             Route("/ping", ping, methods=["GET"]),
             Route("/invocations", invocations, methods=["POST"]),
@@ -232,6 +289,6 @@ def create_app(
         exception_handlers={HTTPException: not_found, Exception: server_error},
         lifespan=lifespan,
     )
-    app.state.service = service
-    app.state.in_flight = requests
-    return app
+    starlette.state.service = service
+    starlette.state.in_flight = requests
+    return RefuseUnread(starlette, service)

@@ -4,9 +4,14 @@ One inference thread runs batches back to back. While it is busy, new features q
 batch (up to `max_batch_size`); an idle server dispatches a request at once unless `max_wait_s` asks it to
 wait for company. So a lone request pays no batching delay and a busy server fills its batches.
 
-All bookkeeping runs as event-loop callbacks (no consumer task): a request costs one future and one hop to
-the inference thread and back. `call()` runs other work on the inference thread, between batches: loading the
-model there gives inference the thread state the runtime set up at load (e.g. denormals flushed to zero).
+An idle server's first batch is handed over by the event loop; a busy inference thread takes its next batch from
+the queue itself as soon as a batch ends, without waiting for the event loop to come round. Under a request storm
+the event loop is busy refusing (and runs niced: container/priorities.py): measured with the INT8 demo model on one
+CPU and 48 clients retrying at once, handing every batch over through the loop left the model idle between batches
+for as long as the loop took to get to it, and it answered fewer requests than it had CPU for. Results still go
+back through the loop (one `call_soon_threadsafe` per batch). `call()` runs other work on the inference thread,
+between batches: loading the model there gives inference the thread state the runtime set up at load (e.g.
+denormals flushed to zero).
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ class MicroBatcher(Generic[In, Out]):
         self._run_batch = run_batch
         self._max_batch_size = max_batch_size
         self._max_wait_s = max_wait_s
+        # The queue and the busy flag are shared with the inference thread, under `_lock`.
+        self._lock = threading.Lock()
         self._pending: deque[_Entry[In, Out]] = deque()
         self._busy = False
         self._timer: asyncio.TimerHandle | None = None
@@ -115,45 +122,70 @@ class MicroBatcher(Generic[In, Out]):
         if not values:
             return []
         job: _Job[In, Out] = _Job(self._loop.create_future(), len(values))
-        self._pending.extend((job, index, value) for index, value in enumerate(values))
-        if not self._busy:
-            if self._max_wait_s > 0 and len(self._pending) < self._max_batch_size:
-                if self._timer is None:
-                    self._timer = self._loop.call_later(self._max_wait_s, self._dispatch)
-            else:
-                self._dispatch()
+        batch: list[_Entry[In, Out]] = []
+        with self._lock:
+            self._pending.extend((job, index, value) for index, value in enumerate(values))
+            idle = not self._busy
+            if idle and (self._max_wait_s <= 0 or len(self._pending) >= self._max_batch_size):
+                batch = self._take_locked()
+        if batch:
+            self._cancel_timer()
+            self._inbox.put(batch)
+        elif idle and self._timer is None:
+            self._timer = self._loop.call_later(self._max_wait_s, self._dispatch)
         try:
             return await job.future
         except asyncio.CancelledError:
-            self._pending = deque(entry for entry in self._pending if entry[0] is not job)
+            with self._lock:
+                self._pending = deque(entry for entry in self._pending if entry[0] is not job)
             raise
 
-    def _dispatch(self) -> None:
+    def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._busy or not self._pending:
-            return
+
+    def _dispatch(self) -> None:
+        """On the event loop (the max-wait timer): hand an idle inference thread what is queued."""
+        self._cancel_timer()
+        with self._lock:
+            batch = [] if self._busy or self._closed else self._take_locked()
+        if batch:
+            self._inbox.put(batch)
+
+    def _take_locked(self) -> list[_Entry[In, Out]]:
+        """Up to max_batch_size queued values whose callers still wait; marks the thread busy if any."""
         batch: list[_Entry[In, Out]] = []
         while self._pending and len(batch) < self._max_batch_size:
             entry = self._pending.popleft()
             if not entry[0].future.done():
                 batch.append(entry)
-        if not batch:
-            return
-        self._busy = True
-        self.stats.record(len(batch))
-        self._inbox.put(batch)
+        if batch:
+            self._busy = True
+            self.stats.record(len(batch))
+        return batch
+
+    def _next_batch(self) -> list[_Entry[In, Out]] | None:
+        """On the inference thread, after a batch or a call: the next batch straight from the queue, or None (the
+        thread is idle then, and the event loop hands it the next)."""
+        with self._lock:
+            batch = [] if self._closed else self._take_locked()
+            if not batch:
+                self._busy = False
+        return batch or None
 
     def _work(self) -> None:
-        """The inference thread: run each batch, hand results back to the event loop."""
+        """The inference thread: run each batch, hand results back to the event loop, take the next."""
+        batch: list[_Entry[In, Out]] | None = None
         while True:
-            batch = self._inbox.get()
-            if batch is None:
-                return
-            if isinstance(batch, _Call):
-                self._run_call(batch)
-                continue
+            if batch is None:  # idle: the event loop hands over the next batch, or a call
+                item = self._inbox.get()
+                if item is None:
+                    return
+                if isinstance(item, _Call):
+                    self._run_call(item)
+                    continue
+                batch = item
             try:
                 results = self._run_batch([value for _, _, value in batch])
                 if len(results) != len(batch):
@@ -166,6 +198,19 @@ class MicroBatcher(Generic[In, Out]):
                 self._loop.call_soon_threadsafe(self._finish, batch, outcome)
             except RuntimeError:  # the loop is closed: nobody is waiting any more
                 return
+            # Still busy, so the event loop hands nothing over: calls (or the stop) waiting run between batches,
+            # then the thread takes its next batch from the queue itself.
+            batch = None
+            while batch is None and not self._inbox.empty():
+                item = self._inbox.get()
+                if item is None:
+                    return
+                if isinstance(item, _Call):
+                    self._run_call(item)
+                else:
+                    batch = item
+            if batch is None:
+                batch = self._next_batch()
 
     def _run_call(self, call: _Call) -> None:
         try:
@@ -186,7 +231,6 @@ class MicroBatcher(Generic[In, Out]):
             self._loop.call_soon_threadsafe(settle)
 
     def _finish(self, batch: list[_Entry[In, Out]], outcome: Sequence[Out] | BaseException) -> None:
-        self._busy = False
         for position, (job, index, _) in enumerate(batch):
             if job.future.done():
                 continue
@@ -197,19 +241,17 @@ class MicroBatcher(Generic[In, Out]):
             job.remaining -= 1
             if job.remaining == 0:
                 job.future.set_result(job.results)  # type: ignore[arg-type]  # every slot is filled now
-        if not self._closed:
-            self._dispatch()
 
     async def close(self, wait: bool = True) -> None:
         """Refuse new work, fail queued work, and stop the inference thread; `wait=False` does not wait for a
         batch still running there (the thread is a daemon: a process that exits does not wait for it either)."""
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-        for job, _, _ in self._pending:
+        self._cancel_timer()
+        with self._lock:
+            pending, self._pending = self._pending, deque()
+        for job, _, _ in pending:
             if not job.future.done():
                 job.future.set_exception(BatcherClosed("the server is shutting down"))
-        self._pending.clear()
         if self._thread.is_alive():
             self._inbox.put(None)
             if wait:

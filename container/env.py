@@ -31,6 +31,8 @@ ADMISSION_CONTROL = "SAGEBOX_ADMISSION_CONTROL"
 LOG_LEVEL = "SAGEBOX_LOG_LEVEL"
 SERVICE_USER = "SAGEBOX_SERVICE_USER"
 BIND_HOST = "SAGEBOX_BIND_HOST"
+# How far the HTTP side (event loop, tokenizing) yields the CPU to the inference thread (container/priorities.py).
+HTTP_NICE = "SAGEBOX_HTTP_NICE"
 # A listening socket the server inherits (its file descriptor), instead of binding a port itself: the box's serving
 # processes get one bound by their launcher, so no other process can take the port between choosing and binding it.
 LISTEN_FD = "SAGEBOX_LISTEN_FD"
@@ -42,6 +44,10 @@ SIX_MB = 6 * 1024 * 1024
 # Padded tokens per model call. BERT-base INT8 on 2 cores: a batch of 8 windows ran 0.87-0.91x per sample at 256-384
 # tokens, ~1x at 128, 1.16-1.26x at 64 (scripts/bench_serving.py, batching_ceiling): long windows run alone or in pairs.
 DEFAULT_MAX_BATCH_TOKENS = 512
+# Measured with the INT8 demo model on one CPU, 48 clients retrying every 503 at once (container/priorities.py):
+# nice 0 left the model 57 % of the CPU, 5 gave it 76 %, 7 83 % with refusals answered in 15 ms (P50), 10 89 % with
+# refusals taking 45-80 ms (a niced event loop goes round its connections more slowly).
+DEFAULT_HTTP_NICE = 7
 
 
 class EnvError(ContainerError, ValueError):
@@ -160,6 +166,8 @@ class ServerSettings:
     service_user: str
     # An inherited listening socket (LISTEN_FD); None (every container): bind `bind_host`:`port`.
     listen_fd: int | None = None
+    # The nice value the HTTP thread adds to its own once the inference thread runs (0: none; container/priorities.py).
+    http_nice: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -191,4 +199,5 @@ class ServerSettings:
             log_level=log_level,
             service_user=_user(env, SERVICE_USER, DEFAULT_SERVICE_USER),
             listen_fd=_int(env, LISTEN_FD, -1, 0) if env.get(LISTEN_FD, "").strip() else None,
+            http_nice=_int(env, HTTP_NICE, DEFAULT_HTTP_NICE, 0, 19),
         )

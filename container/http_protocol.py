@@ -4,16 +4,103 @@ like every other 4xx, instead of uvicorn's text/plain "Invalid HTTP request rece
 
 It overrides `send_400_response` of uvicorn 0.54's HttpToolsProtocol (uvicorn and httptools are pinned;
 tests/container/test_server.py sends such requests to a real server).
+
+And a second: a POST /invocations that the app's admission control would refuse unread (container/app.py,
+`RefuseUnread`, priced by its Content-Length) is answered 503 by the protocol itself, as soon as its headers are
+parsed: no ASGI cycle, task or scope for it, its body dropped as it arrives. Under a retry storm refusals are nearly
+all the traffic, so their cost is the CPU the model loses (measured: docs/serving.md, Admission control). Only a
+connection with no earlier request still being answered takes this path (pipelined answers keep their order).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from container.payload import error_body
 
 
+class Refuser(Protocol):
+    def refusal(self, body_bytes: int) -> tuple[bytes, int] | None:
+        """(JSON body, Retry-After seconds) of the 503 for a request of `body_bytes` arriving now, or None."""
+        ...
+
+
+def _refuser(app: object) -> Refuser | None:
+    """The app's RefuseUnread, under whatever uvicorn wrapped it in (ProxyHeadersMiddleware, ...)."""
+    for _ in range(8):
+        if callable(getattr(app, "refusal", None)):
+            return app  # type: ignore[return-value]  # it has the method the protocol calls
+        app = getattr(app, "app", None)
+        if app is None:
+            return None
+    return None
+
+
 class JsonErrorHttpToolsProtocol(HttpToolsProtocol):
+    _refused: bool = False
+    _refuser_found: bool = False
+    _refuser_cache: Refuser | None = None
+
+    def on_headers_complete(self) -> None:
+        response = self._refusal_response()
+        if response is None:
+            super().on_headers_complete()
+            return
+        self._refused = True
+        self.transport.write(response)
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._refused:
+            super().on_message_complete()
+            return
+        self._refused = False
+        if not self.parser.should_keep_alive():
+            self.transport.close()
+        self.on_response_complete()
+
+    def _refusal_response(self) -> bytes | None:
+        if self.url != b"/invocations" or self.parser.get_method() != b"POST" or self.pipeline:
+            return None
+        if self.cycle is not None and not self.cycle.response_complete:
+            return None
+        if not self._refuser_found:
+            self._refuser_cache, self._refuser_found = _refuser(self.app), True
+        refuser = self._refuser_cache
+        if refuser is None:
+            return None
+        length, echo = None, None
+        for name, value in self.headers:
+            if name == b"content-length":
+                length = int(value) if value.isdigit() else None
+            elif name == b"x-amzn-sagemaker-custom-attributes":
+                echo = value
+        refused = None if length is None else refuser.refusal(length)
+        if refused is None:
+            return None
+        body, retry_after = refused
+        content = [STATUS_LINE[503]]
+        for name, value in self.server_state.default_headers:
+            content.extend([name, b": ", value, b"\r\n"])
+        content.extend(
+            [
+                b"content-type: application/json\r\n",
+                b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+                b"retry-after: " + str(retry_after).encode("ascii") + b"\r\n",
+            ]
+        )
+        if echo is not None:
+            content.extend([b"x-amzn-sagemaker-custom-attributes: ", echo, b"\r\n"])
+        if not self.parser.should_keep_alive():
+            content.append(b"connection: close\r\n")
+        content.extend([b"\r\n", body])
+        return b"".join(content)
+
     def send_400_response(self, msg: str) -> None:
         body = error_body(400, f"malformed HTTP request: {msg.rstrip('.')}")
         content = [STATUS_LINE[400]]

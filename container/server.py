@@ -19,9 +19,7 @@ from container.http_protocol import JsonErrorHttpToolsProtocol
 from container.logs import configure_logging
 
 if TYPE_CHECKING:  # container.app imports NumPy, whose BLAS reads the thread variables set in serve() at import
-    from starlette.applications import Starlette
-
-    from container.app import InFlight
+    from container.app import InFlight, RefuseUnread
 
 log = logging.getLogger("sagebox.server")
 
@@ -51,7 +49,7 @@ class SigtermReport:
 
 
 def uvicorn_config(
-    settings: ServerSettings, app: str | Callable[[], Starlette] = "container.app:create_app"
+    settings: ServerSettings, app: str | Callable[[], RefuseUnread] = "container.app:create_app"
 ) -> uvicorn.Config:
     """`app`: an import string (what worker processes load) or a factory called once in this process."""
     return uvicorn.Config(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from container import payload
-from container.admission import Admission, Charge, CostEstimate, EwmaCost
+from container.admission import Admission, Charge, CostEstimate, EwmaCost, Overloaded
 from container.batching import BatcherClosed, MicroBatcher
 from container.clock import Clock, MonotonicClock
 from container.env import ServerSettings
@@ -36,6 +36,12 @@ log = logging.getLogger("sagebox.server")
 
 # Tokenize in a worker thread above this many characters, so a huge context cannot stall /ping.
 INLINE_TOKENIZE_CHARS = 64 * 1024
+# Queued model work may fill this share of a request's timeout. Measured with the INT8 demo model on one CPU under
+# a retry storm of 48 clients (timeout 2 s, HTTP thread niced): filling the whole timeout, 20 of ~165 admitted
+# requests ended 504 and 26 answers reached their clients after 2 s (the busy event loop reads and answers each
+# request up to a loop cycle late, and the model's times have a tail); the queue still keeps the model busy when
+# it holds less.
+ADMIT_SHARE = 0.75
 # What a client is told about a model that did not load; the details (paths, library messages) stay in the log.
 REFUSED_REASON = "model refused: the model directory failed verification"
 FAILED_REASON = "model failed to load; see the server log"
@@ -104,16 +110,20 @@ class InferenceService:
         clock: Clock | None = None,
         cost: CostEstimate | None = None,
         drop_privileges: Callable[[str], object] = drop_privileges,
+        on_inference_thread: Callable[[], None] | None = None,
     ) -> None:
+        """`on_inference_thread`: called on the caller's thread once the inference thread runs (a real server's
+        HTTP thread yields the CPU to the model there: container/priorities.py)."""
         self.settings = settings
         self.clock: Clock = clock or MonotonicClock()
         self.cost: CostEstimate = cost or EwmaCost()
-        self.admission = Admission(settings.timeout_s, settings.admission_control)
+        self.admission = Admission(settings.timeout_s, settings.admission_control, share=ADMIT_SHARE)
         self.status = ModelStatus.LOADING
         self.reason = ""  # why the model is not available, as clients see it
         self.load_seconds = 0.0
         self._loader = loader or self._load_from_settings
         self._drop_privileges = drop_privileges
+        self._on_inference_thread = on_inference_thread
         self._started = False
         self._predictor: Predictor | None = None
         self._batcher: MicroBatcher[_Work, WindowOutputs | None] | None = None
@@ -132,6 +142,8 @@ class InferenceService:
             self._run, self.settings.max_batch_size, self.settings.max_batch_wait_ms / 1000.0
         )
         batcher.start()
+        if self._on_inference_thread is not None:
+            self._on_inference_thread()
         try:
             outcome = await batcher.call(self._load)
         except asyncio.CancelledError:
@@ -213,6 +225,12 @@ class InferenceService:
 
     # --- answering ------------------------------------------------------------------------------------------------
 
+    def refuse_unread(self, body_bytes: int) -> Overloaded | None:
+        """The at-capacity refusal for a request of `body_bytes` arriving now, before it is read; None: read it."""
+        if self.status is not ModelStatus.READY:
+            return None
+        return self.admission.refuse_unread(body_bytes, self.clock.now())
+
     def check_ready(self) -> None:
         if self.status is ModelStatus.LOADING:
             raise NotReady("model is loading")
@@ -226,10 +244,11 @@ class InferenceService:
         assert self._predictor is not None
         return self._predictor.task
 
-    async def answer(self, request: payload.Request, arrived: float) -> list[Any]:
+    async def answer(self, request: payload.Request, arrived: float, body_bytes: int = 0) -> list[Any]:
         """Answers for `request`'s inputs, in order, or a ServiceError / Refused / InputTooLong saying why not.
 
-        `arrived` (on `self.clock`) starts the SAGEMAKER_MODEL_SERVER_TIMEOUT budget.
+        `arrived` (on `self.clock`) starts the SAGEMAKER_MODEL_SERVER_TIMEOUT budget; `body_bytes`, the request's
+        size on the wire, teaches admission the price per byte that refuses requests before they are read.
         """
         self.check_ready()
         predictor, batcher = self._predictor, self._batcher
@@ -247,9 +266,12 @@ class InferenceService:
             )
         costs = [self.cost.seconds(f.bucket) for f in flat]
         expected = sum(self.cost.expected(f.bucket) for f in flat)
+        ahead = self.admission.backlog_s
         charges = self.admission.admit(costs, self.clock.now(), deadline, expected)
-        self.admission.learn(chars, sum(costs))
+        admitted_at = self.clock.now()
+        self.admission.learn(chars, sum(costs), body_bytes)
         job = _Job(deadline)
+        finished = False
         try:
             async with self.clock.timeout_at(deadline):  # the deadline cancels the wait, then raises TimeoutError
                 try:
@@ -264,9 +286,13 @@ class InferenceService:
         except asyncio.CancelledError:
             self.abandoned += 1
             raise
+        else:
+            finished = True
         finally:
             job.abandoned = True  # whatever of it is still queued is not wanted any more
             self.admission.release(charges)
+            if finished or self.clock.now() >= deadline:  # answered, or cut at its deadline (a lower bound)
+                self.admission.completed(ahead + sum(costs), self.clock.now() - admitted_at)
         if any(item is None for item in outputs):  # the inference thread saw the deadline pass first
             self.timed_out += 1
             raise DeadlineExceeded(f"inference took longer than {self.settings.timeout_s}s")
@@ -330,10 +356,12 @@ class InferenceService:
         body["admission"] = {
             "enabled": self.admission.enabled,
             "backlog_s": round(self.admission.backlog_s, 6),
+            "slowdown": round(self.admission.slowdown, 3),
             "admitted": self.admission.admitted,
             "refused_busy": self.admission.refused_busy,
             "refused_too_large": self.admission.refused_too_large,
             "refused_before_tokenizing": self.admission.refused_before_tokenizing,
+            "refused_before_reading": self.admission.refused_before_reading,
             "timed_out": self.timed_out,
             "abandoned": self.abandoned,
             "dropped_features": self.dropped_features,

@@ -12,9 +12,8 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
-from container.app import InFlight, create_app
+from container.app import InFlight, RefuseUnread, create_app
 from container.manifest import ManifestError
 from container.predictor import CallObserver, Predictor
 from container.server import SigtermReport
@@ -32,7 +31,9 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @asynccontextmanager
-async def serving(service: InferenceService, start: bool = True) -> AsyncIterator[tuple[httpx.AsyncClient, Starlette]]:
+async def serving(
+    service: InferenceService, start: bool = True
+) -> AsyncIterator[tuple[httpx.AsyncClient, RefuseUnread]]:
     app = create_app(service.settings, service)
     if start:
         await service.start()

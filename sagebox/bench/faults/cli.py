@@ -2,7 +2,8 @@
 embedded AWS dies, measured on real processes.
 
     .venv/bin/python scripts/bench_faults.py [--out .sagebox/bench/faults.json] [--model-dir DIR]
-                                             [--only overload,sigterm,kill,restart] [--timeout 2] [--seconds 20]
+                                             [--only overload,storm,sigterm,kill,restart] [--timeout 2]
+                                             [--seconds 20] [--storm-clients 48] [--shared]
 
 1. overload: one serving process (`python -m container serve`, SAGEMAKER_MODEL_SERVER_TIMEOUT short) is first
    measured at its capacity (closed loop, one client: QPS, P50/P99), then driven at 4x that QPS for 20 s (open
@@ -10,14 +11,20 @@ embedded AWS dies, measured on real processes.
    admitted and refused (503) shares, refused-response and admitted latency, admitted requests the server cut at
    their deadline (504), the server's RSS before, at peak and after, and the latency of a closed loop right after
    the overload against the one before (recovery).
-2. sigterm: clients in a closed loop; once the server confirms (its /stats `in_flight`) that it holds every request
+   Pinned (the default; --shared for all on the same CPUs): the server on the first CPU with one intra-op thread,
+   the load generator on the others.
+2. storm: a retry storm (sagebox/bench/faults/storm.py): --storm-clients closed-loop clients, each sending again the
+   moment an answer or a refusal comes back, pinned as the overload is. Reported: goodput (answers within the
+   timeout at the client) against the unloaded capacity, 504s and late answers, refusals' latency, the inference
+   thread's CPU share, the HTTP thread's CPU per refusal and per answer, a lone request's P50 before and after.
+3. sigterm: clients in a closed loop; once the server confirms (its /stats `in_flight`) that it holds every request
    the clients have outstanding, SIGTERM: every one of those requests must be answered, the exit must be clean.
-3. kill: an endpoint in an embedded AWS (process mode) under an open-loop load through boto3's sagemaker-runtime
+4. kill: an endpoint in an embedded AWS (process mode) under an open-loop load through boto3's sagemaker-runtime
    client (botocore retries off, so every error is seen); SIGKILL its serving process while a request is out (the
    benchmark waits for one); every response is an answer
    or a retryable error (ServiceUnavailable, ModelError with the container's 503, throttling); recovery time is from
    the kill to the first answer to a request sent after it.
-4. restart: `sagebox up` (one target, the model packaged), then SIGKILL of its embedded AWS: `sagebox status` must
+5. restart: `sagebox up` (one target, the model packaged), then SIGKILL of its embedded AWS: `sagebox status` must
    say so, and `sagebox up` again must bring the endpoint back to InService; both `up`s are timed, and the box's
    listening sockets (every process of the box) are recorded: all must be on loopback.
 
@@ -49,12 +56,14 @@ from sagebox.bench.faults.report import (
     restart_line,
     scenario,
     sigterm_line,
+    storm_line,
     write_report,
 )
 from sagebox.bench.faults.restart import run_restart
 from sagebox.bench.faults.sigterm import run_sigterm
+from sagebox.bench.faults.storm import StormPlan, run_storm
 
-SCENARIOS = ("overload", "sigterm", "kill", "restart")
+SCENARIOS = ("overload", "storm", "sigterm", "kill", "restart")
 
 
 def parser(default_out: Path) -> argparse.ArgumentParser:
@@ -70,6 +79,13 @@ def parser(default_out: Path) -> argparse.ArgumentParser:
         "--context-repeats", type=int, default=8, help="rainforest paragraphs per overload/SIGTERM request (default 8)"
     )
     options.add_argument("--kill-rate", type=float, default=20.0, help="requests per second during the kill -9")
+    options.add_argument("--storm-clients", type=int, default=48, help="closed-loop clients of the retry storm")
+    options.add_argument(
+        "--shared",
+        action="store_true",
+        help="overload and storm with server and clients on the same CPUs (default: "
+        "pinned, the server on the first CPU with one intra-op thread, the clients on the others)",
+    )
     return options
 
 
@@ -86,9 +102,20 @@ def run_scenarios(args: argparse.Namespace, only: Sequence[str], model_dir: Path
         work = Path(tmp)
         if "overload" in only:
             with scenario(report, "overload", cpus) as figures:
-                plan = OverloadPlan(args.timeout, args.factor, args.seconds, context_repeats=args.context_repeats)
+                plan = OverloadPlan(
+                    args.timeout,
+                    args.factor,
+                    args.seconds,
+                    context_repeats=args.context_repeats,
+                    pinned=not args.shared,
+                )
                 figures.update(run_overload(model_dir, work, plan).summary())
             print(overload_line(figures))
+        if "storm" in only:
+            with scenario(report, "storm", cpus) as figures:
+                storm_plan = StormPlan(args.timeout, args.storm_clients, args.seconds, pinned=not args.shared)
+                figures.update(run_storm(model_dir, work, storm_plan))
+            print(storm_line(figures))
         if "sigterm" in only:
             with scenario(report, "sigterm", cpus) as figures:
                 figures.update(run_sigterm(model_dir, work, context_repeats=args.context_repeats).summary())

@@ -10,16 +10,22 @@ overload against the one before (recovery).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagebox.bench.faults.load import OpenLoop, ServerClient, closed_loop, request_body
 from sagebox.bench.faults.outcomes import ANSWER, DEADLINE, RETRYABLE, Call, error_codes, latency_summary
 from sagebox.bench.faults.procfs import RssSampler, rss_kib
+from sagebox.bench.faults.storm import affinity, cpu_split
+
+if TYPE_CHECKING:
+    from sagebox.local_server import LocalServer
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,7 @@ class OverloadPlan:
     recovery_requests: int = 30
     warmup_requests: int = 10
     context_repeats: int = 8
+    pinned: bool = False  # the server on one CPU, the load generator on the others (sagebox.bench.faults.storm)
 
 
 def summarize_overload(
@@ -85,6 +92,7 @@ class OverloadRun:
     rss_after_kib: int
     server_stats: dict[str, Any]
     workers: int
+    layout: dict[str, list[int]] | str = "shared"
 
     def summary(self) -> dict[str, Any]:
         """The overload scenario's figures in the results JSON."""
@@ -95,6 +103,7 @@ class OverloadRun:
             "capacity_qps_one_client": self.capacity_qps,
             "offered_qps": self.rate_qps,
             "client_threads": self.workers,
+            "layout": self.layout,
             **summarize_overload(self.before, self.overload, self.after, self.plan.timeout_s),
             "rss_before_mib": self.rss_before_kib / 1024,
             "rss_peak_mib": self.rss_peak_kib / 1024,
@@ -127,8 +136,15 @@ def run_overload(
     from sagebox.local_server import LocalServer
 
     server_env = {names.MODEL_SERVER_TIMEOUT: str(plan.timeout_s), **(env or {})}
+    split = cpu_split(os.sched_getaffinity(0), plan.pinned)
+    if split is not None:
+        server_env.setdefault(names.INTRA_OP_THREADS, str(len(split[0])))
     body = request_body(plan.context_repeats)
-    with LocalServer.start(model_dir, log_dir / "overload-server.log", env=server_env) as server:
+    with affinity(split[0] if split else None):  # the pinned layout: the server on its CPU, the clients on the rest
+        spawned = LocalServer.spawn(model_dir, log_dir / "overload-server.log", env=server_env)
+    with contextlib.closing(_Stopping(spawned)), affinity(split[1] if split else None):
+        server = spawned
+        server.wait_ready()
         pid = server.process.pid
         send = ServerClient(server.port, body)
         warmup = closed_loop(send, plan.warmup_requests, clock)  # also teaches admission control the model's cost
@@ -150,6 +166,18 @@ def run_overload(
         rss_after = rss_kib(pid)
         stats = server.stats()
     peak = max(sampler.peak_kib, rss_after)
-    return OverloadRun(
+    run = OverloadRun(
         plan, capacity, rate, warmup, before, overload, after, rss_before, peak, rss_after, stats, workers
     )  # fmt: skip
+    run.layout = {"server_cpus": sorted(split[0]), "client_cpus": sorted(split[1])} if split else "shared"
+    return run
+
+
+class _Stopping:
+    """Stops a LocalServer on close()."""
+
+    def __init__(self, server: LocalServer) -> None:
+        self.server = server
+
+    def close(self) -> None:
+        self.server.stop()

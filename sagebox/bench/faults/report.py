@@ -63,6 +63,19 @@ def overload_line(o: dict[str, Any]) -> str:
     )
 
 
+def storm_line(o: dict[str, Any]) -> str:
+    """The retry storm in one line: goodput against capacity, what was late, refusals, the CPU split."""
+    refused = o["refused_latency"] or {}
+    return (
+        f"storm of {o['clients']} clients for {o['seconds']:.0f} s ({o['layout']}), timeout {o['timeout_s']} s: "
+        f"{o['answered_in_time']} answered in time, {o['goodput_over_capacity']:.0%} of the unloaded "
+        f"{o['capacity_qps']:.1f} QPS; {o['timed_out_504']} cut at the deadline, {o['answered_late_client_side']} "
+        f"late; {o['refused_503']} refused (P50 {refused.get('p50_ms', 0):.1f} ms); model thread "
+        f"{o['inference_cpu_share']:.0%} of the CPU, HTTP {o['http_cpu_ms_per_refusal']} ms per refusal and "
+        f"{o['http_cpu_ms_per_answer']} ms per answer; lone P50 after / before x{o['after_over_before_p50']}"
+    )
+
+
 def sigterm_line(figures: dict[str, Any]) -> str:
     """The SIGTERM scenario in one line: what the requests held at the signal got, the exit and how long it took."""
     return (
