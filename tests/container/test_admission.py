@@ -156,3 +156,38 @@ def test_precheck_prices_a_request_by_its_length_once_it_has_learnt_a_price() ->
     off = Admission(timeout_s=10.0, enabled=False)
     off.learn(1, 100.0)
     off.precheck(1_000, 0.0, 10.0)
+
+
+def test_a_share_of_the_timeout_is_left_for_what_the_price_does_not_see() -> None:
+    admission = Admission(timeout_s=10.0, share=0.75)
+    admission.admit([3.0], 0.0, 10.0)
+    admission.admit([4.0], 0.0, 10.0)  # 7 s queued: within 7.5
+    with pytest.raises(Overloaded) as refused:
+        admission.admit([1.0], 0.0, 10.0)  # 8 s would pass 7.5
+    assert refused.value.retry_after_s == 1
+    with pytest.raises(ValueError, match="share"):
+        Admission(timeout_s=10.0, share=0.0)
+
+
+def test_prices_scale_by_how_much_slower_admitted_work_ran_and_never_shrink() -> None:
+    admission = Admission(timeout_s=10.0, alpha=0.5)
+    admission.completed(priced_s=2.0, took_s=1.0)  # faster than priced (the margin): prices stay
+    assert admission.slowdown == 1.0
+    admission.completed(priced_s=2.0, took_s=6.0)  # three times slower: halfway there with alpha 0.5
+    assert admission.slowdown == 2.0
+    admission.admit([3.0], 0.0, 10.0)
+    with pytest.raises(Overloaded):
+        admission.admit([2.5], 0.0, 10.0)  # (3 + 2.5) x 2 = 11 s: past 10 s, where 5.5 s at face value would fit
+    assert admission.backlog_s == 3.0
+
+
+def test_a_request_that_cannot_fit_is_refused_unread_by_its_size_once_a_price_is_known() -> None:
+    admission = Admission(timeout_s=10.0)
+    assert admission.refuse_unread(1000, 0.0) is None  # nothing learnt yet: read it
+    admission.learn(chars=1000, seconds=2.0, body_bytes=1000)  # 2 ms per byte
+    admission.admit([9.0], 0.0, 10.0)
+    refused = admission.refuse_unread(1000, 0.0)  # 9 s queued + 2 s > 10 s
+    assert refused is not None and refused.retry_after_s == 1
+    assert admission.refuse_unread(400, 0.0) is None  # 0.8 s fits
+    assert admission.refuse_unread(6000, 0.0) is None  # bigger than the whole timeout: admit() says 413
+    assert (admission.refused_busy, admission.refused_before_reading) == (1, 1)

@@ -189,3 +189,24 @@ def test_call_runs_on_the_inference_thread_and_reports_errors() -> None:
             await batcher.call(lambda: None)
 
     run(main())
+
+
+def test_a_busy_inference_thread_takes_its_next_batch_without_the_event_loop() -> None:
+    async def main() -> None:
+        rec = Recorder()
+        rec.gate.clear()
+        batcher = MicroBatcher(rec, max_batch_size=4)
+        batcher.start()
+        first = asyncio.create_task(batcher.submit([1]))
+        await entered(rec)
+        second = asyncio.create_task(batcher.submit([2]))
+        await asyncio.sleep(0)  # queued behind the busy model
+        rec.entered.clear()
+        rec.gate.set()
+        # The event loop is blocked here (a storm's refusals keep it as busy): the thread must go on by itself.
+        assert rec.entered.wait(30), "the next batch waited for the event loop"
+        assert rec.batches == [[1], [2]]
+        assert await asyncio.gather(first, second) == [[10], [20]]
+        await batcher.close()
+
+    run(main())

@@ -5,6 +5,7 @@ injected clock (test_service.py, test_app.py): no test here orders events by sle
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -427,3 +428,20 @@ def test_onnx_model_serves_the_same_answer_as_in_process(tiny_onnx_model_dir: Pa
     assert served["answer"] == direct.text
     assert (served["start"], served["end"]) == (direct.start, direct.end)
     assert served["score"] == pytest.approx(direct.score, rel=1e-5)
+
+
+def _nice_by_thread(pid: int) -> dict[int, int]:
+    """Each thread's nice value (field 19 of /proc/<pid>/task/<tid>/stat)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found[int(task.name)] = int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])
+    return found
+
+
+def test_the_http_thread_yields_the_cpu_and_the_inference_thread_keeps_it(server: ServerProcess) -> None:
+    assert post(server, json.dumps(QUESTION)).status_code == 200
+    nice = _nice_by_thread(server.process.pid)
+    started = os.getpriority(os.PRIO_PROCESS, 0)  # what the server inherited from this process
+    assert nice[server.process.pid] == min(19, started + 7)  # the event loop: SAGEBOX_HTTP_NICE's default
+    assert started in nice.values()  # the inference thread (and the runtime's threads it starts) as the server began

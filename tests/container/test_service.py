@@ -231,8 +231,9 @@ def test_requests_arriving_while_the_model_is_busy_share_one_call() -> None:
 
 def test_work_that_cannot_finish_in_time_is_refused_at_once() -> None:
     handler = GateHandler()
-    # 4 s of model time per window and a 10 s timeout: two requests fit in the queue, a third does not.
-    service = make_service(handler, cost=FixedCost(4.0), SAGEMAKER_MODEL_SERVER_TIMEOUT="10")
+    # 3 s of model time per window and a 10 s timeout, of which queued work may fill 3/4 (ADMIT_SHARE): two
+    # requests fit in the queue, a third does not.
+    service = make_service(handler, cost=FixedCost(3.0), SAGEMAKER_MODEL_SERVER_TIMEOUT="10")
 
     async def main() -> None:
         await started(service, handler)
@@ -241,7 +242,7 @@ def test_work_that_cannot_finish_in_time_is_refused_at_once() -> None:
         await wait_for(handler.entered)
         second = asyncio.create_task(service.answer(SHORT, service.clock.now()))
         await asyncio.sleep(0)
-        assert service.admission.backlog_s == 8.0
+        assert service.admission.backlog_s == 6.0
         with pytest.raises(Overloaded, match="at capacity"):
             await service.answer(SHORT, service.clock.now())  # refused without waiting for the gate
         assert len(handler.calls) == 1
@@ -404,7 +405,7 @@ def test_the_backlog_shrinks_as_each_model_call_returns() -> None:
 
 def test_far_over_capacity_a_request_is_refused_before_it_is_tokenized(monkeypatch: pytest.MonkeyPatch) -> None:
     handler = GateHandler()
-    service = make_service(handler, cost=FixedCost(4.0), SAGEMAKER_MODEL_SERVER_TIMEOUT="10")
+    service = make_service(handler, cost=FixedCost(3.0), SAGEMAKER_MODEL_SERVER_TIMEOUT="10")
 
     async def main() -> None:
         await started(service, handler)
@@ -419,11 +420,11 @@ def test_far_over_capacity_a_request_is_refused_before_it_is_tokenized(monkeypat
 
         monkeypatch.setattr(processor, "featurize", counting)
         handler.open.clear()
-        first = asyncio.create_task(service.answer(SHORT, service.clock.now()))  # 4 s, and 4 s per request learnt
+        first = asyncio.create_task(service.answer(SHORT, service.clock.now()))  # 3 s, and 3 s per request learnt
         await wait_for(handler.entered)
         second = asyncio.create_task(service.answer(SHORT, service.clock.now()))
         await asyncio.sleep(0)
-        assert len(featurized) == 2 and service.admission.backlog_s == 8.0
+        assert len(featurized) == 2 and service.admission.backlog_s == 6.0
         with pytest.raises(Overloaded, match="at capacity"):
             await service.answer(SHORT, service.clock.now())
         assert len(featurized) == 2  # refused on its length alone
