@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 FILE_SECONDS = {
     "tests/sagebox/pipeline/test_demo_models.py": 242,
     "tests/sagebox/box/test_cdk_deploy.py": 203,
-    "tests/sagebox/test_fault_suite.py": 208,
+    "tests/sagebox/test_fault_suite.py": 250,
     "tests/sagebox/box/test_real_clients_e2e.py": 129,
     "tests/sagebox/images/test_image.py": 121,
     "tests/sagebox/box/test_up_down.py": 117,

@@ -13,6 +13,9 @@ process gone) with a generous deadline that only guards against a hang.
   endpoint answers again (the control plane replaced the instance).
 - the box's embedded AWS killed: `sagebox status` says so, `sagebox up` brings the endpoint back; every process of
   the box listens on loopback only.
+- a retry storm (48 clients that send again at once on every answer or 503) on the demo's architecture, the server
+  pinned to one CPU: no admitted request is cut at its deadline or answered late, and the answers in time reach a
+  floor of the capacity measured just before, which a server whose refusals starve the model does not reach.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from sagebox.bench.faults import (
     RETRYABLE,
     BoxUrls,
     OverloadPlan,
+    StormPlan,
     counts,
     delete_endpoint,
     deploy_endpoint,
@@ -38,6 +42,7 @@ from sagebox.bench.faults import (
     run_overload,
     run_restart,
     run_sigterm,
+    run_storm,
 )
 from tests.conftest import EmbeddedAws
 
@@ -125,3 +130,43 @@ def test_a_killed_embedded_aws_shows_in_status_and_up_recovers_with_every_socket
         expected = {pid for pids in roles.values() for pid in pids}
         assert expected <= {item.pid for item in listeners}, (roles, listeners)
         assert all(item.loopback for item in listeners), listeners
+
+
+# Answers in time over the capacity measured just before the storm, on the demo's architecture with the server on
+# one CPU (machine A, 2026-12-04, scripts/bench_faults.py --only storm): 0.35 when the HTTP side took the CPU (the
+# model thread had 51 % of it), 0.86 now (83 %); the floor leaves room for the other tests sharing the machine.
+STORM_GOODPUT_FLOOR = 0.5
+
+
+@pytest.fixture(scope="module")
+def minilm_qa_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """all-MiniLM-L6-v2 with a QA head, untrained (its answers do not matter here, its cost does), FP32 ONNX: model
+    calls that cost more than the HTTP work around them, as the demo's do (the tiny test model's cost less)."""
+    import torch
+    from transformers import BertForQuestionAnswering
+
+    from sagebox.pipeline.demo_models import minilm_source_dir
+    from sagebox.pipeline.servable import build_fp32
+    from tests.model_factory import minilm_tokenizer_json
+
+    folder = tmp_path_factory.mktemp("minilm-qa")
+    torch.manual_seed(0)
+    model = BertForQuestionAnswering.from_pretrained(str(minilm_source_dir()))
+    model.config.architectures = ["BertForQuestionAnswering"]
+    model.save_pretrained(folder / "hf")
+    (folder / "hf" / "tokenizer.json").write_text(minilm_tokenizer_json(), encoding="utf-8")
+    build_fp32(folder / "hf", folder / "fp32", runtime="onnxruntime")
+    return folder / "fp32"
+
+
+def test_a_retry_storm_leaves_the_model_its_cpu_and_nothing_admitted_is_late(
+    minilm_qa_model_dir: Path, tmp_path: Path
+) -> None:
+    figures = run_storm(minilm_qa_model_dir, tmp_path, StormPlan(clients=48, seconds=10.0, capacity_seconds=4.0))
+    assert figures["other"] == 0, figures
+    assert figures["refused_503"] > 0, figures  # it was a storm: the queue was full
+    assert figures["timed_out_504"] == 0, figures  # nothing the server admitted missed its deadline
+    # At the clients, answers are late only by the clients' own scheduling: the other tests of the run share their
+    # CPU (with two busy processes beside it here, 1 of ~120 answers was read after 2 s; none on a quiet machine).
+    assert figures["answered_late_client_side"] <= 0.05 * figures["answered"], figures
+    assert figures["goodput_over_capacity"] >= STORM_GOODPUT_FLOOR, figures

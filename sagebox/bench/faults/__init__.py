@@ -3,8 +3,8 @@ embedded AWS dies, measured on real processes (`scripts/bench_faults.py`; `cli` 
 
 One module per scenario over shared parts, so that each reads on its own:
 
-- `overload`, `sigterm`, `kill`, `restart`: the scenarios, each a `run_*` returning a run whose `summary()` is its
-  figures in the results JSON;
+- `overload`, `storm`, `sigterm`, `kill`, `restart`: the scenarios, each a `run_*` returning a run whose
+  `summary()` is its figures in the results JSON (`run_storm` returns the figures themselves);
 - `load`: the request, the serving-process client and the open- and closed-loop drivers they share;
 - `outcomes`: how a response is classified (answer, retryable, other) and the tallies the summaries count;
 - `procfs`: /proc readers (RSS, sessions, listening sockets); `box`: the embedded box the kill and restart drive;
@@ -75,6 +75,7 @@ from sagebox.bench.faults.restart import (
     wait_gone,
 )
 from sagebox.bench.faults.sigterm import GatedClients, SigtermRun, run_sigterm
+from sagebox.bench.faults.storm import StormPlan, run_storm
 from sagebox.bench.faults.waits import HANG_GUARD_S, poll
 
 __all__ = [
@@ -105,6 +106,7 @@ __all__ = [
     "Send",
     "ServerClient",
     "SigtermRun",
+    "StormPlan",
     "box_client",
     "box_listeners",
     "box_roles",
@@ -137,6 +139,7 @@ __all__ = [
     "run_overload",
     "run_restart",
     "run_sigterm",
+    "run_storm",
     "sagebox_cli",
     "serving_pids",
     "session_members",
