@@ -170,6 +170,12 @@ class Admission:
         self.refused_before_reading = 0
         self._slowdown = 1.0
 
+    def _idle(self) -> bool:
+        """Nothing queued (up to rounding), under lock. An idle server never refuses a request that fits the timeout
+        at its expected cost: whatever the margins and the slowdown say, nothing else would run to correct them
+        (CI once saw a server refuse every request after an overload had raised its slowdown)."""
+        return self._backlog < 1e-9
+
     def _ahead(self, need: float) -> float:
         """Seconds until a request needing `need` would be answered, behind the backlog, at the speed the model has
         been delivering (under lock)."""
@@ -208,7 +214,7 @@ class Admission:
             if self._seconds_per_char is None:
                 return
             need = chars * self._seconds_per_char
-            if need <= self.timeout_s and now + self._ahead(need) > deadline - self._reserve_s:
+            if need <= self.timeout_s and not self._idle() and now + self._ahead(need) > deadline - self._reserve_s:
                 self.refused_busy += 1
                 self.refused_before_tokenizing += 1
                 raise Overloaded(
@@ -228,7 +234,7 @@ class Admission:
             if self._seconds_per_byte is None:
                 return None
             need = body_bytes * self._seconds_per_byte
-            if need > self.timeout_s or self._ahead(need) <= self.timeout_s - self._reserve_s:
+            if need > self.timeout_s or self._idle() or self._ahead(need) <= self.timeout_s - self._reserve_s:
                 return None
             self.refused_busy += 1
             self.refused_before_reading += 1
@@ -265,7 +271,7 @@ class Admission:
                         f"this request needs ~{base:.1f}s of model time, more than the {self.timeout_s:g}s timeout "
                         "(shorten the context or split the request)"
                     )
-                idle_fit = self._backlog < 1e-9 and now + base <= deadline  # nothing queued (up to rounding)
+                idle_fit = self._idle() and now + base <= deadline
                 if now + self._ahead(need) > deadline - self._reserve_s and not idle_fit:
                     self.refused_busy += 1
                     raise Overloaded(

@@ -191,3 +191,17 @@ def test_a_request_that_cannot_fit_is_refused_unread_by_its_size_once_a_price_is
     assert admission.refuse_unread(400, 0.0) is None  # 0.8 s fits
     assert admission.refuse_unread(6000, 0.0) is None  # bigger than the whole timeout: admit() says 413
     assert (admission.refused_busy, admission.refused_before_reading) == (1, 1)
+
+
+def test_an_idle_server_takes_a_request_whatever_the_slowdown_says() -> None:
+    admission = Admission(timeout_s=2.0, share=0.75)
+    admission.learn(chars=100, seconds=0.2, body_bytes=100)
+    for _ in range(20):  # an overload made admitted work run ten times slower than priced
+        admission.completed(priced_s=0.2, took_s=2.0)
+    assert admission.slowdown > 9.0
+    assert admission.refuse_unread(100, 0.0) is None  # nothing queued: read it
+    admission.precheck(100, 0.0, 2.0)  # and do not refuse it before tokenizing
+    charges = admission.admit([0.2], 0.0, 2.0)  # it is admitted, and its answer wears the slowdown down
+    admission.release(charges)
+    admission.completed(priced_s=0.2, took_s=0.1)
+    assert admission.slowdown < 9.0
