@@ -170,6 +170,14 @@ class Admission:
         self.refused_before_reading = 0
         self._slowdown = 1.0
 
+    def _overloaded(self, need: float) -> Overloaded:
+        """The refusal of a request needing `need` seconds behind the current backlog (under lock)."""
+        return Overloaded(
+            f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
+            f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
+            retry_after(self._backlog, need, self.timeout_s - self._reserve_s),
+        )
+
     def _idle(self) -> bool:
         """Nothing queued (up to rounding), under lock. An idle server never refuses a request that fits the timeout
         at its expected cost: whatever the margins and the slowdown say, nothing else would run to correct them
@@ -217,11 +225,7 @@ class Admission:
             if need <= self.timeout_s and not self._idle() and now + self._ahead(need) > deadline - self._reserve_s:
                 self.refused_busy += 1
                 self.refused_before_tokenizing += 1
-                raise Overloaded(
-                    f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
-                    f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
-                    retry_after(self._backlog, need, self.timeout_s - self._reserve_s),
-                )
+                raise self._overloaded(need)
 
     def refuse_unread(self, body_bytes: int, now: float) -> Overloaded | None:
         """The refusal for a request of `body_bytes` (its Content-Length) that arrives `now`, priced at the model
@@ -238,11 +242,7 @@ class Admission:
                 return None
             self.refused_busy += 1
             self.refused_before_reading += 1
-            return Overloaded(
-                f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
-                f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
-                retry_after(self._backlog, need, self.timeout_s - self._reserve_s),
-            )
+            return self._overloaded(need)
 
     def learn(self, chars: int, seconds: float, body_bytes: int = 0) -> None:
         """An admitted request of `chars` characters (`body_bytes` on the wire) was charged `seconds`: update the
@@ -274,11 +274,7 @@ class Admission:
                 idle_fit = self._idle() and now + base <= deadline
                 if now + self._ahead(need) > deadline - self._reserve_s and not idle_fit:
                     self.refused_busy += 1
-                    raise Overloaded(
-                        f"server is at capacity: ~{self._backlog:.1f}s of queued model time would not leave this "
-                        f"request's ~{need:.1f}s within its {self.timeout_s:g}s timeout; retry later",
-                        retry_after(self._backlog, need, self.timeout_s - self._reserve_s),
-                    )
+                    raise self._overloaded(need)
             self._backlog += need
             self.admitted += 1
         return [Charge(cost) for cost in costs]

@@ -84,36 +84,25 @@ class JsonErrorHttpToolsProtocol(HttpToolsProtocol):
         if refused is None:
             return None
         body, retry_after = refused
-        content = [STATUS_LINE[503]]
-        for name, value in self.server_state.default_headers:
+        extra = [(b"retry-after", str(retry_after).encode("ascii"))]
+        if echo is not None:
+            extra.append((b"x-amzn-sagemaker-custom-attributes", echo))
+        return self._json_response(503, body, extra, close=not self.parser.should_keep_alive())
+
+    def _json_response(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]], close: bool) -> bytes:
+        """A whole JSON response as uvicorn writes one: its status line and default headers (server, date)."""
+        content = [STATUS_LINE[status]]
+        for name, value in [*self.server_state.default_headers, *extra]:
             content.extend([name, b": ", value, b"\r\n"])
         content.extend(
-            [
-                b"content-type: application/json\r\n",
-                b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
-                b"retry-after: " + str(retry_after).encode("ascii") + b"\r\n",
-            ]
+            [b"content-type: application/json\r\n", b"content-length: " + str(len(body)).encode("ascii") + b"\r\n"]
         )
-        if echo is not None:
-            content.extend([b"x-amzn-sagemaker-custom-attributes: ", echo, b"\r\n"])
-        if not self.parser.should_keep_alive():
+        if close:
             content.append(b"connection: close\r\n")
         content.extend([b"\r\n", body])
         return b"".join(content)
 
     def send_400_response(self, msg: str) -> None:
         body = error_body(400, f"malformed HTTP request: {msg.rstrip('.')}")
-        content = [STATUS_LINE[400]]
-        for name, value in self.server_state.default_headers:
-            content.extend([name, b": ", value, b"\r\n"])
-        content.extend(
-            [
-                b"content-type: application/json\r\n",
-                b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
-                b"connection: close\r\n",
-                b"\r\n",
-                body,
-            ]
-        )
-        self.transport.write(b"".join(content))
+        self.transport.write(self._json_response(400, body, [], close=True))
         self.transport.close()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
+    from cryptography.x509 import CertificateBuilder
 
 
 def _now() -> datetime.datetime:
@@ -40,12 +41,25 @@ def self_signed_ip(host: str, common_name: str, days: int = 3650) -> tuple[bytes
     """(certificate PEM, key PEM): a self-signed certificate for the IP address `host`."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
+
+    private, builder = _self_signed(common_name, days)
+    certificate = (
+        builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(private, hashes.SHA256())
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM), key_pem(private)
+
+
+def _self_signed(common_name: str, days: int) -> tuple[EllipticCurvePrivateKey, CertificateBuilder]:
+    """(a new key, a certificate builder for it, self-issued to `common_name`, valid from a day ago for `days`)."""
+    from cryptography import x509
     from cryptography.x509.oid import NameOID
 
     private = _key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = _now()
-    certificate = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
@@ -53,11 +67,8 @@ def self_signed_ip(host: str, common_name: str, days: int = 3650) -> tuple[bytes
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(private, hashes.SHA256())
     )
-    return certificate.public_bytes(serialization.Encoding.PEM), key_pem(private)
+    return private, builder
 
 
 @dataclass(frozen=True)
@@ -72,20 +83,10 @@ class Authority:
         """A new CA that may only vouch for `permitted_domains` and their subdomains."""
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.x509.oid import NameOID
 
-        private = _key()
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = _now()
+        private, builder = _self_signed(common_name, days)
         certificate = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(private.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=days))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            builder.add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
