@@ -10,7 +10,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
 from starlette.applications import Starlette
@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from container import payload
 from container.admission import Overloaded, TooLarge
 from container.env import ServerSettings
+from container.http_protocol import length_and_attributes
 from container.logs import ensure_logging
 from container.priorities import yield_to_model
 from container.service import DeadlineExceeded, InferenceService, ModelStatus, NotReady, ServiceError, TooManyWindows
@@ -160,14 +161,14 @@ class RefuseUnread:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/invocations":
-            length, echo = _length_and_attributes(scope["headers"])
-            refusal = None if length is None else self.service.refuse_unread(length)
-            if refusal is not None:
-                body = payload.error_body(503, str(refusal))
+            length, echo = length_and_attributes(scope["headers"])
+            refused = None if length is None else self.refusal(length)
+            if refused is not None:
+                body, retry_after = refused
                 headers = [
                     (b"content-type", payload.JSON.encode()),
                     (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(refusal.retry_after_s).encode()),
+                    (b"retry-after", str(retry_after).encode()),
                 ]
                 if echo is not None:
                     headers.append((CUSTOM_ATTRIBUTES.lower().encode(), echo))
@@ -175,20 +176,6 @@ class RefuseUnread:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
-
-
-def _length_and_attributes(headers: Iterable[tuple[bytes, bytes]]) -> tuple[int | None, bytes | None]:
-    length: int | None = None
-    echo: bytes | None = None
-    for name, value in headers:
-        if name == b"content-length":
-            length = int(value) if value.isdigit() else None
-        elif name == _CUSTOM_ATTRIBUTES_RAW:
-            echo = value
-    return length, echo
-
-
-_CUSTOM_ATTRIBUTES_RAW = CUSTOM_ATTRIBUTES.lower().encode()
 
 
 def create_app(

@@ -14,6 +14,7 @@ connection with no earlier request still being answered takes this path (pipelin
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -25,6 +26,19 @@ class Refuser(Protocol):
     def refusal(self, body_bytes: int) -> tuple[bytes, int] | None:
         """(JSON body, Retry-After seconds) of the 503 for a request of `body_bytes` arriving now, or None."""
         ...
+
+
+def length_and_attributes(headers: Iterable[tuple[bytes, bytes]]) -> tuple[int | None, bytes | None]:
+    """(Content-Length, X-Amzn-SageMaker-Custom-Attributes) of lower-cased raw headers; None where absent or, for the
+    length, not a number."""
+    length: int | None = None
+    echo: bytes | None = None
+    for name, value in headers:
+        if name == b"content-length":
+            length = int(value) if value.isdigit() else None
+        elif name == b"x-amzn-sagemaker-custom-attributes":
+            echo = value
+    return length, echo
 
 
 def _refuser(app: object) -> Refuser | None:
@@ -74,12 +88,7 @@ class JsonErrorHttpToolsProtocol(HttpToolsProtocol):
         refuser = self._refuser_cache
         if refuser is None:
             return None
-        length, echo = None, None
-        for name, value in self.headers:
-            if name == b"content-length":
-                length = int(value) if value.isdigit() else None
-            elif name == b"x-amzn-sagemaker-custom-attributes":
-                echo = value
+        length, echo = length_and_attributes(self.headers)
         refused = None if length is None else refuser.refusal(length)
         if refused is None:
             return None

@@ -10,7 +10,6 @@ overload against the one before (recovery).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -132,7 +131,6 @@ def run_overload(
     """Warm-up, capacity at one client, the open-loop overload at `plan.factor` times it (RSS sampled meanwhile),
     then a closed loop again; the server is stopped on return."""
     from container import env as names
-    from sagebox.errors import SageboxError
     from sagebox.local_server import LocalServer
 
     server_env = {names.MODEL_SERVER_TIMEOUT: str(plan.timeout_s), **(env or {})}
@@ -142,8 +140,20 @@ def run_overload(
     body = request_body(plan.context_repeats)
     with affinity(split[0] if split else None):  # the pinned layout: the server on its CPU, the clients on the rest
         spawned = LocalServer.spawn(model_dir, log_dir / "overload-server.log", env=server_env)
-    with contextlib.closing(_Stopping(spawned)), affinity(split[1] if split else None):
-        server = spawned
+    try:
+        run = _drive(spawned, plan, body, clock, split[1] if split else None)
+    finally:
+        spawned.stop()
+    run.layout = {"server_cpus": sorted(split[0]), "client_cpus": sorted(split[1])} if split else "shared"
+    return run
+
+
+def _drive(
+    server: LocalServer, plan: OverloadPlan, body: bytes, clock: Callable[[], float], client_cpus: set[int] | None
+) -> OverloadRun:
+    from sagebox.errors import SageboxError
+
+    with affinity(client_cpus):
         server.wait_ready()
         pid = server.process.pid
         send = ServerClient(server.port, body)
@@ -166,18 +176,6 @@ def run_overload(
         rss_after = rss_kib(pid)
         stats = server.stats()
     peak = max(sampler.peak_kib, rss_after)
-    run = OverloadRun(
+    return OverloadRun(
         plan, capacity, rate, warmup, before, overload, after, rss_before, peak, rss_after, stats, workers
     )  # fmt: skip
-    run.layout = {"server_cpus": sorted(split[0]), "client_cpus": sorted(split[1])} if split else "shared"
-    return run
-
-
-class _Stopping:
-    """Stops a LocalServer on close()."""
-
-    def __init__(self, server: LocalServer) -> None:
-        self.server = server
-
-    def close(self) -> None:
-        self.server.stop()
