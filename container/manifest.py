@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal, get_args
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any, Literal, get_args
 
 from container.errors import ContainerError
+from container.record import Invalid, Record, ValidationError, constrained
 
 MANIFEST_NAME = "manifest.json"
 # 2: the task-specific fields (labels, problem_type, pooling) and the source origin/revision; 1 still reads.
@@ -32,20 +32,18 @@ class ManifestError(ContainerError, ValueError):
     """A model directory whose manifest is missing, malformed, or disagrees with the files."""
 
 
-class TokenizerSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+@dataclass(frozen=True, kw_only=True)
+class TokenizerSpec(Record):
     file: str = "tokenizer.json"
-    max_length: int = Field(384, ge=8, le=4096)
+    max_length: int = constrained(384, ge=8, le=4096)
 
 
-class QuantizationSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+@dataclass(frozen=True, kw_only=True)
+class QuantizationSpec(Record):
     backend: Literal["torch", "onnxruntime"]
     mode: Literal["static", "dynamic"]
     per_channel: bool
-    calibration_batches: int = Field(ge=0)
+    calibration_batches: int = constrained(ge=0)
     weight_dtype: str = "int8"
     reduce_range: bool = False
     # ONNX Runtime graph form: "qdq" (QuantizeLinear/DequantizeLinear pairs) or "qoperator" (integer ops).
@@ -54,39 +52,35 @@ class QuantizationSpec(BaseModel):
     engine: str | None = None
     calibration_method: str | None = None
     # Op types the quantizer left in FP32 (accuracy-driven fallback).
-    fp32_op_types: list[str] = Field(default_factory=list)
+    fp32_op_types: list[str] = field(default_factory=list)
 
 
-class CompileSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+@dataclass(frozen=True, kw_only=True)
+class CompileSpec(Record):
     # What compiled the graph: Sagebox's NeuronCore emulator (TorchScript on a CPU), or AWS's torch-neuronx
     # (a NEFF that only runs on NeuronCores).
     backend: Literal["neuron_emu", "torch_neuronx"] = "neuron_emu"
     compiler: str
     auto_cast: str
     auto_cast_type: str
-    target_instances: list[str] = Field(default_factory=list)
-    custom_op_libraries: list[str] = Field(default_factory=list)
+    target_instances: list[str] = field(default_factory=list)
+    custom_op_libraries: list[str] = field(default_factory=list)
     # NeuronCores one model replica is sharded over (Megatron-style tensor parallelism, neuron_emu.parallel); 1 is
     # the single-core graph. Above 1 the graphs are one neuron_emu.parallel directory per sequence bucket.
-    tensor_parallel: int = Field(default=1, ge=1, le=64)
+    tensor_parallel: int = constrained(1, ge=1, le=64)
     # The model's attention heads: a degree must divide them (checked at compile and again at synth).
-    num_attention_heads: int | None = Field(default=None, ge=1)
+    num_attention_heads: int | None = constrained(None, ge=1)
 
-    @model_validator(mode="after")
-    def _degree_fits(self) -> CompileSpec:
+    def _check(self) -> None:
         if self.tensor_parallel > 1 and self.backend != "neuron_emu":
             raise ValueError(f"tensor_parallel {self.tensor_parallel} is only served for neuron_emu models")
         heads = self.num_attention_heads
         if heads is not None and heads % self.tensor_parallel:
             raise ValueError(f"tensor_parallel {self.tensor_parallel} does not divide the {heads} attention heads")
-        return self
 
 
-class SourceSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+@dataclass(frozen=True, kw_only=True)
+class SourceSpec(Record):
     name: str
     architecture: str
     license: str = "unknown"
@@ -96,34 +90,29 @@ class SourceSpec(BaseModel):
     revision: str | None = None
 
 
-class PoolingSpec(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class PoolingSpec(Record):
     """How a feature-extraction model turns token states into one sentence embedding (sentence-transformers'
     Pooling, Dense and Normalize modules). Pooling and dense layers are in the graph; normalisation is applied by the
     server (a request may turn it off)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     # Concatenated in this order, as sentence-transformers' Pooling concatenates its modes.
-    modes: list[PoolingMode] = Field(min_length=1)
+    modes: list[PoolingMode] = constrained(min_length=1)
     normalize: bool
-    dimension: int = Field(ge=1)
-    dense_layers: int = Field(default=0, ge=0)
+    dimension: int = constrained(ge=1)
+    dense_layers: int = constrained(0, ge=0)
     # sentence_bert_config.json's do_lower_case: the text is lower-cased before tokenizing.
     lowercase: bool = False
     # Where the settings came from ("modules.json" / "default: mean pooling, no normalisation").
     source: str = "modules.json"
 
-    @field_validator("modes")
-    @classmethod
-    def _modes_unique(cls, modes: list[PoolingMode]) -> list[PoolingMode]:
-        if len(set(modes)) != len(modes):
-            raise ValueError("pooling modes must not repeat")
-        return modes
+    def _check(self) -> None:
+        if len(set(self.modes)) != len(self.modes):
+            raise Invalid("modes", "pooling modes must not repeat")
 
 
-class Manifest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+@dataclass(frozen=True, kw_only=True)
+class Manifest(Record):
     schema_version: int = SCHEMA_VERSION
     tool_version: str
     task: Task = "question-answering"
@@ -143,40 +132,15 @@ class Manifest(BaseModel):
     pooling: PoolingSpec | None = None
     files: dict[str, str]
 
-    @field_validator("schema_version")
     @classmethod
-    def _known_schema(cls, version: int) -> int:
-        if not 1 <= version <= SCHEMA_VERSION:
-            raise ValueError(
-                f"schema {version} is not one this server reads (1 to {SCHEMA_VERSION}): rebuild the model"
-            )
-        return version
+    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        task = data.get("task")
+        if isinstance(task, str):
+            data["task"] = LEGACY_TASK_NAMES.get(task, task)
+        return data
 
-    @field_validator("task", mode="before")
-    @classmethod
-    def _legacy_task(cls, value: object) -> object:
-        return LEGACY_TASK_NAMES.get(value, value) if isinstance(value, str) else value
-
-    @field_validator("sequence_buckets")
-    @classmethod
-    def _buckets_sorted(cls, buckets: list[int]) -> list[int]:
-        if not buckets:
-            raise ValueError("at least one sequence bucket is required")
-        if any(b < 8 for b in buckets) or sorted(set(buckets)) != buckets:
-            raise ValueError("sequence buckets must be strictly increasing integers >= 8")
-        return buckets
-
-    @field_validator("files")
-    @classmethod
-    def _files_safe(cls, files: dict[str, str]) -> dict[str, str]:
-        for name, digest in files.items():
-            _check_relative(name)
-            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-                raise ValueError(f"sha256 of {name!r} is not 64 lowercase hex digits")
-        return files
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Manifest:
+    def _check(self) -> None:
+        self._check_fields()
         if self.sequence_buckets[-1] > self.tokenizer.max_length:
             raise ValueError("the largest sequence bucket exceeds the tokenizer max_length")
         for needed in (self.model_file, self.tokenizer.file):
@@ -187,7 +151,26 @@ class Manifest(BaseModel):
         if (self.variant == "neuron") != (self.runtime == "neuron"):
             raise ValueError("the neuron variant and the neuron runtime go together")
         self._check_task()
-        return self
+
+    def _check_fields(self) -> None:
+        version = self.schema_version
+        if not 1 <= version <= SCHEMA_VERSION:
+            raise Invalid(
+                "schema_version",
+                f"schema {version} is not one this server reads (1 to {SCHEMA_VERSION}): rebuild the model",
+            )
+        buckets = self.sequence_buckets
+        if not buckets:
+            raise Invalid("sequence_buckets", "at least one sequence bucket is required")
+        if any(b < 8 for b in buckets) or sorted(set(buckets)) != buckets:
+            raise Invalid("sequence_buckets", "sequence buckets must be strictly increasing integers >= 8")
+        for name, digest in self.files.items():
+            try:
+                _check_relative(name)
+            except ValueError as exc:
+                raise Invalid("files", str(exc)) from None
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise Invalid("files", f"sha256 of {name!r} is not 64 lowercase hex digits")
 
     def _check_task(self) -> None:
         """Each task's fields are present, and only its own: a server never guesses what a model outputs."""

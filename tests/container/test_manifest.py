@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from container.manifest import CompileSpec, ManifestError, load_verified, parse, unlisted_files
+from container.record import ValidationError
 
 
 def copy(src: Path, tmp_path: Path) -> Path:
