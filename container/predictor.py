@@ -16,7 +16,15 @@ from typing import Any
 import numpy as np
 
 from container.env import DEFAULT_MAX_BATCH_TOKENS
-from container.handlers import Handler, HandlerError, RuntimeOptions, close_handler, handler_for, serve_handler_as
+from container.handlers import (
+    Handler,
+    HandlerError,
+    RuntimeOptions,
+    close_handler,
+    handler_for,
+    serve_handler_as,
+    warm_up_buckets,
+)
 from container.manifest import Manifest, load_verified, unlisted_files
 from container.tasks import ModelFeature, Task, WindowOutputs, task_for
 
@@ -42,6 +50,24 @@ class PredictorOptions:
         return RuntimeOptions(self.threads, self.spin_wait, self.flush_denormals)
 
 
+@dataclass(frozen=True)
+class LoadTimes:
+    """Where a load's seconds went: the manifest and every file's sha256, the runtime's import and session, the
+    task's tokenizer, and the warm-up calls (on `warmed` buckets)."""
+
+    verify_s: float
+    runtime_s: float
+    task_s: float
+    warm_up_s: float
+    warmed: tuple[int, ...]
+
+    def describe(self) -> str:
+        return (
+            f"verify {self.verify_s:.3f}s, runtime and session {self.runtime_s:.3f}s, tokenizer {self.task_s:.3f}s, "
+            f"warm-up {self.warm_up_s:.3f}s on buckets {list(self.warmed)}"
+        )
+
+
 class Predictor:
     def __init__(
         self,
@@ -61,29 +87,41 @@ class Predictor:
         self._calls: Counter[tuple[int, int]] = Counter()  # (bucket, batch size) -> model calls
         self._on_call = on_call
         self._timer = timer
+        self.load_times: LoadTimes | None = None  # set by load()
 
     @classmethod
     def load(
         cls, model_dir: Path, options: PredictorOptions | None = None, on_call: CallObserver | None = None
     ) -> Predictor:
-        """Verify every file against the manifest, load the runtime's handler, and warm it up on every bucket
-        (`on_call` hears of every model call, warm-up included)."""
+        """Verify every file against the manifest, load the runtime's handler, and warm it up (`warm_up`; `on_call`
+        hears of every model call, warm-up included). `load_times` says where the seconds went."""
         options = options or PredictorOptions()
+        started = time.perf_counter()
         manifest = load_verified(model_dir)
         extra = unlisted_files(model_dir, manifest)
         if extra:
             log.warning("ignoring %d file(s) the manifest does not list: %s", len(extra), ", ".join(extra[:5]))
+        verified = time.perf_counter()
         handler = handler_for(manifest.runtime)
         handler.load(model_dir, manifest, options.runtime)
+        loaded = time.perf_counter()
         task = task_for(manifest, model_dir, doc_stride=options.doc_stride, max_answer_tokens=options.max_answer_tokens)
         predictor = cls(manifest, handler, task, options.max_batch_size, options.max_batch_tokens, on_call)
-        predictor.warm_up()
+        tokenized = time.perf_counter()
+        warmed = predictor.warm_up()
+        predictor.load_times = LoadTimes(
+            verified - started, loaded - verified, tokenized - loaded, time.perf_counter() - tokenized, tuple(warmed)
+        )
         return predictor
 
-    def warm_up(self) -> None:
-        """One inference per bucket; raises HandlerError unless every output has the right shape and is finite."""
-        for bucket in self.task.buckets:
+    def warm_up(self) -> list[int]:
+        """One inference on each bucket the handler's warm-up plan names (every bucket, unless its runtime needs
+        fewer: container/handlers/base.py's WarmUpPlan), in order; raises HandlerError unless every output has the
+        right shape and is finite. Returns the buckets it ran."""
+        buckets = warm_up_buckets(self.handler, self.task.buckets)
+        for bucket in buckets:
             self.run([self.task.filler_feature(bucket)])
+        return buckets
 
     def batch_limit(self, bucket: int) -> int:
         """Most features of `bucket` tokens one model call takes: max_batch_size, fewer for long windows."""

@@ -17,6 +17,7 @@ import uvicorn
 from container.env import EnvError, ServerSettings
 from container.http_protocol import JsonErrorHttpToolsProtocol
 from container.logs import configure_logging
+from container.uptime import process_age_s
 
 if TYPE_CHECKING:  # container.app imports NumPy, whose BLAS reads the thread variables set in serve() at import
     from container.app import InFlight, RefuseUnread
@@ -95,12 +96,14 @@ def serve() -> int:
         return 2
     configure_logging(settings.log_level)
     _limit_native_threads(settings.intra_op_threads)
+    age = process_age_s()
     log.info(
-        "serving on port %d with %d worker(s), %d intra-op thread(s) each, timeout %ds",
+        "serving on port %d with %d worker(s), %d intra-op thread(s) each, timeout %ds%s",
         sockets[0].getsockname()[1] if sockets else settings.port,
         settings.workers,
         settings.intra_op_threads,
         settings.timeout_s,
+        "" if age is None else f" (server code imported {age:.2f}s after the process started)",
     )
     if settings.workers == 1:
         from container.app import InFlight, create_app

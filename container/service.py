@@ -31,6 +31,7 @@ from container.manifest import ManifestError
 from container.predictor import CallObserver, Predictor, PredictorOptions
 from container.privileges import Identity, drop_privileges
 from container.tasks import ModelFeature, Task, WindowOutputs
+from container.uptime import process_age_s
 
 log = logging.getLogger("sagebox.server")
 
@@ -169,10 +170,14 @@ class InferenceService:
         self._predictor, self._batcher = outcome, batcher
         self.status = ModelStatus.READY
         m = outcome.manifest
+        age = process_age_s()
+        times = outcome.load_times
         log.info(
-            "model ready in %.1fs: task=%s variant=%s runtime=%s buckets=%s threads=%d max_batch=%d "
+            "model ready in %.2fs%s%s: task=%s variant=%s runtime=%s buckets=%s threads=%d max_batch=%d "
             "max_batch_tokens=%d",
             self.load_seconds,
+            "" if age is None else f", {age:.2f}s after the process started",
+            "" if times is None else f" ({times.describe()})",
             m.task,
             m.variant,
             m.runtime,

@@ -13,6 +13,7 @@ from container.handlers.base import (
     RuntimeOptions,
     close_handler,
     serve_handler_as,
+    warm_up_buckets,
 )
 
 _RUNTIMES = {
@@ -45,4 +46,5 @@ __all__ = [
     "close_handler",
     "handler_for",
     "serve_handler_as",
+    "warm_up_buckets",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -68,6 +69,25 @@ class HelperProcesses(Protocol):
     def serve_as(self, uid: int, gid: int) -> None:
         """Every helper process becomes uid/gid (or raises HandlerError)."""
         ...
+
+
+@runtime_checkable
+class WarmUpPlan(Protocol):
+    """A handler whose one graph takes every sequence length (ONNX Runtime) has `warm_up_buckets(buckets)`: the
+    buckets whose first calls leave every bucket's first call at full speed. Handlers without it are warmed up on
+    every bucket (a TorchScript graph specializes per shape on its first calls; a Neuron model is one graph per
+    bucket)."""
+
+    def warm_up_buckets(self, buckets: Sequence[int]) -> list[int]:
+        """The buckets to call once at load, in order (a non-empty subset of `buckets`)."""
+        ...
+
+
+def warm_up_buckets(handler: object, buckets: Sequence[int]) -> list[int]:
+    """The buckets a load calls once before the model is ready: the handler's plan, else every bucket."""
+    if isinstance(handler, WarmUpPlan):
+        return handler.warm_up_buckets(buckets)
+    return list(buckets)
 
 
 def serve_handler_as(handler: object, uid: int, gid: int) -> None:

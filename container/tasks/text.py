@@ -51,14 +51,17 @@ class Encoded:
 class TextEncoder:
     """Tokenize to the smallest bucket that fits, never past `max_length` tokens (the largest bucket at most)."""
 
-    def __init__(self, tokenizer: Tokenizer, buckets: list[int], max_length: int, lowercase: bool = False) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, buckets: list[int], max_length: int, lowercase: bool = False, *, owned: bool = False
+    ) -> None:
+        """`owned`: the tokenizer is this encoder's to change (from_file's); otherwise it works on a copy."""
         if not buckets or sorted(set(buckets)) != buckets:
             raise ValueError("buckets must be a non-empty increasing list")
         self.buckets = list(buckets)
         self.max_length = min(max_length, self.buckets[-1])
         self.lowercase = lowercase
         # The tokenizer file may carry its own padding and truncation settings: the encoder sets both itself.
-        self._tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self._tokenizer = tokenizer if owned else Tokenizer.from_str(tokenizer.to_str())
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
         self._pad_id = pad_id(self._tokenizer)
@@ -71,7 +74,7 @@ class TextEncoder:
 
     @classmethod
     def from_file(cls, path: str, buckets: list[int], max_length: int, lowercase: bool = False) -> TextEncoder:
-        return cls(Tokenizer.from_file(path), buckets, max_length, lowercase)
+        return cls(Tokenizer.from_file(path), buckets, max_length, lowercase, owned=True)
 
     @property
     def tokenizer(self) -> Tokenizer:

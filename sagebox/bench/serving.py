@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from container.tasks.question_answering import qa_processor
+from sagebox.bench.cold_start import measure_cold_start
 from sagebox.bench.latency import interleaved_latency
 from sagebox.bench.loadgen import LoadPlan, run_load
+from sagebox.bench.machine import cpu_info
 from sagebox.bench.stats import summarize_ms
 from sagebox.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
 from sagebox.local_server import LocalServer
@@ -235,16 +237,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=300, help="interleaved rounds for the overhead test")
     parser.add_argument("--queries", type=int, default=48, help="queries per throughput run")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--cold-start-model-dir", type=Path, help="the model whose cold start is measured (default: the small model)"
+    )
+    parser.add_argument("--cold-starts", type=int, default=5, help="server starts (and as many floors), alternating")
+    parser.add_argument("--cold-start-only", action="store_true", help="measure the cold start and nothing else")
     args = parser.parse_args(argv)
 
     from sagebox.pipeline.demo_models import bert_base_int8_dir, tiny_fp32_dir
 
     with _workdir() as work:
         report: dict[str, object] = {
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                "cpu": cpu_info(),
+            },
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         small_model = args.small_model_dir or tiny_fp32_dir()
+        cold = measure_cold_start(args.cold_start_model_dir or small_model, args.cold_starts, work)
+        report["cold_start"] = cold
+        print(cold_start_line(cold))
+        if args.cold_start_only:
+            return _write(report, args.out)
         # The reference workflow's long paragraph (tokenizing it is a good part of the cost), and a typical
         # SQuAD-style paragraph.
         requests = {"long_paragraph": _request_body(0), "squad_style": _squad_style_bodies(1)[0]}
@@ -286,9 +303,32 @@ def main(argv: list[str] | None = None) -> int:
                 top = list(ceiling["op_gain"]["ops"].items())[:3]
                 shares = ", ".join(f"{op} x{v['gain']:.2f}" for op, v in top)
                 print(f"  by operator at {ceiling['ops_at_bucket']} tokens (the 3 costliest): {shares}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"results: {args.out}")
+    return _write(report, args.out)
+
+
+def cold_start_line(cold: dict[str, Any]) -> str:
+    parts = cold["breakdown_median_s"]
+    names = {
+        "imports_s": "interpreter and imports",
+        "http_server_start_s": "HTTP server",
+        "verify_s": "verify",
+        "runtime_and_session_s": "runtime and session",
+        "tokenizer_s": "tokenizer",
+        "warm_up_s": "warm-up",
+    }
+    shown = ", ".join(f"{label} {parts[key]:.3f}" for key, label in names.items() if key in parts)
+    floor = (
+        "" if cold["floor_median_s"] is None else f"; floor {cold['floor_median_s']:.3f} s (x{cold['ratio_to_floor']})"
+    )
+    return (
+        f"cold start ({cold['runtime']}): /ping 200 after {cold['ping_200_median_s']:.3f} s{floor}; median s: {shown}"
+    )
+
+
+def _write(report: dict[str, object], out: Path) -> int:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"results: {out}")
     return 0
 
 

@@ -48,3 +48,21 @@ def test_long_windows_share_fewer_model_calls_than_short_ones(predictor: Predict
         [(alone_start, alone_end)] = predictor.run([feature])
         np.testing.assert_allclose(start, alone_start, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(end, alone_end, rtol=1e-4, atol=1e-5)
+
+
+def test_an_onnx_model_warms_up_on_its_smallest_and_largest_bucket(tiny_onnx_model_dir: Path) -> None:
+    loaded = Predictor.load(tiny_onnx_model_dir)
+    buckets = loaded.task.buckets
+    assert len(buckets) > 2  # the other buckets are not called before the first request
+    ends = [buckets[0], buckets[-1]]
+    assert loaded.calls_by_bucket() == {str(b): {"1": 1} for b in ends}  # JSON-ready keys
+    times = loaded.load_times
+    assert times is not None and list(times.warmed) == ends
+    assert min(times.verify_s, times.runtime_s, times.task_s, times.warm_up_s) > 0
+    assert f"on buckets {ends}" in times.describe()
+
+
+def test_a_torchscript_model_warms_up_on_every_bucket(tiny_model_dir: Path) -> None:
+    loaded = Predictor.load(tiny_model_dir)
+    assert loaded.manifest.runtime == "torchscript"  # its graph specializes per shape on its first calls
+    assert loaded.calls_by_bucket() == {str(b): {"1": 1} for b in loaded.task.buckets}

@@ -11,7 +11,7 @@ from sagebox.bench import serving as bench_serving
 @pytest.mark.slow
 def test_benchmark_measures_overhead_gateway_and_throughput(tiny_onnx_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "serving.json"
-    args = ["--out", str(out), "--rounds", "20", "--queries", "8"]
+    args = ["--out", str(out), "--rounds", "20", "--queries", "8", "--cold-starts", "1"]
     code = bench_serving.main(
         [*args, "--small-model-dir", str(tiny_onnx_model_dir), "--int8-model-dir", str(tiny_onnx_model_dir)]
     )
@@ -39,6 +39,15 @@ def test_benchmark_measures_overhead_gateway_and_throughput(tiny_onnx_model_dir:
         assert run["qps_ratio_batched_c8_vs_sequential"] == pytest.approx(
             run["concurrency_8_batched"]["qps"] / ((run["sequential"]["qps"] + run["sequential_repeat"]["qps"]) / 2)
         )
+    cold = report["cold_start"]
+    assert cold["starts"] == 1 and cold["runtime"] == "onnxruntime" and cold["floor_median_s"] > 0
+    parts = cold["breakdown_median_s"]
+    # The server's own account of its start adds up to no more than the client waited for /ping 200.
+    accounted = sum(parts[k] for k in ("imports_s", "http_server_start_s", "load_s"))
+    assert accounted == pytest.approx(parts["ready_after_start_s"], abs=0.02)
+    assert parts["ready_after_start_s"] <= cold["ping_200_median_s"] + 0.05
+    assert cold["runs"][0]["warmed_buckets"] == [64, 384]
+    assert "cpu" in report["machine"]
     ceiling = report["batching_ceiling"]
     assert ceiling["batches"] == [2, 4, 8] and set(ceiling["buckets"]) == {"64", "128", "256", "384"}
     assert all(set(b["batched"]) == {"2", "4", "8"} for b in ceiling["buckets"].values())
