@@ -13,12 +13,15 @@ micro-batching throughput.
 4. Batching ceiling (same model, in-process): per-sample time of batches of 2, 4 and 8 vs one sample, per bucket,
    and per operator type from ORT's profiler: no micro-batcher can gain more than the model itself gains from a batch
    (beyond overlapping the per-request HTTP and tokenizing work).
+5. Cold start (`--cold-start-model-dir`, default the small model): `/ping` 200 beside its floor, with the server's
+   own breakdown (sagebox/bench/cold_start.py).
+6. Request path (`--request-path MODEL_DIR`, repeatable): one short request from the bare model call up to boto3
+   through the gateway, interleaved (sagebox/bench/request_path.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import platform
@@ -31,11 +34,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from container.manifest import load_verified
 from container.tasks.question_answering import qa_processor
 from sagebox.bench.cold_start import measure_cold_start
 from sagebox.bench.latency import interleaved_latency
 from sagebox.bench.loadgen import LoadPlan, run_load
 from sagebox.bench.machine import cpu_info
+from sagebox.bench.request_path import HttpInvoker, measure_request_path, path_line, short_body
 from sagebox.bench.stats import summarize_ms
 from sagebox.demo_data import RAINFOREST_CONTEXT, RAINFOREST_QUESTIONS
 from sagebox.local_server import LocalServer
@@ -68,24 +73,6 @@ def _short_question_bodies(n: int = 64) -> list[bytes]:
         sentence = e.context[left : right + 1 if right >= 0 else len(e.context)]
         bodies.append(json.dumps({"question": e.question, "context": sentence}).encode())
     return bodies
-
-
-class HttpInvoker:
-    """One keep-alive connection per thread: the least client overhead Python can offer."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self._conn: http.client.HTTPConnection | None = None
-
-    def __call__(self, body: bytes, path: str = "/invocations") -> bytes:
-        if self._conn is None:
-            self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        self._conn.request("POST", path, body, {"Content-Type": "application/json"})
-        response = self._conn.getresponse()
-        data = response.read()
-        if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
-        return data
 
 
 def _interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, dict[str, float]]:
@@ -242,6 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cold-starts", type=int, default=5, help="server starts (and as many floors), alternating")
     parser.add_argument("--cold-start-only", action="store_true", help="measure the cold start and nothing else")
+    parser.add_argument(
+        "--request-path",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="MODEL_DIR",
+        help="a model whose short request is measured from the bare model call to boto3 (repeatable)",
+    )
+    parser.add_argument("--request-path-only", action="store_true", help="measure the request paths and nothing else")
     args = parser.parse_args(argv)
 
     from sagebox.pipeline.demo_models import bert_base_int8_dir, tiny_fp32_dir
@@ -257,6 +253,15 @@ def main(argv: list[str] | None = None) -> int:
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         small_model = args.small_model_dir or tiny_fp32_dir()
+        if args.request_path:
+            paths: list[dict[str, Any]] = []
+            report["request_path"] = paths
+            for model_dir in args.request_path:
+                body = short_body(load_verified(model_dir).task, _squad_style_bodies(1)[0])
+                paths.append(measure_request_path(model_dir, body, args.rounds, work))
+                print(path_line(paths[-1]))
+            if args.request_path_only:
+                return _write(report, args.out)
         cold = measure_cold_start(args.cold_start_model_dir or small_model, args.cold_starts, work)
         report["cold_start"] = cold
         print(cold_start_line(cold))

@@ -12,9 +12,8 @@ from sagebox.bench import serving as bench_serving
 def test_benchmark_measures_overhead_gateway_and_throughput(tiny_onnx_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "serving.json"
     args = ["--out", str(out), "--rounds", "20", "--queries", "8", "--cold-starts", "1"]
-    code = bench_serving.main(
-        [*args, "--small-model-dir", str(tiny_onnx_model_dir), "--int8-model-dir", str(tiny_onnx_model_dir)]
-    )
+    models = ["--small-model-dir", str(tiny_onnx_model_dir), "--int8-model-dir", str(tiny_onnx_model_dir)]
+    code = bench_serving.main([*args, *models, "--request-path", str(tiny_onnx_model_dir)])
     assert code == 0
     report = json.loads(out.read_text())
     assert set(report["overhead"]) == {"long_paragraph", "squad_style"}
@@ -39,6 +38,14 @@ def test_benchmark_measures_overhead_gateway_and_throughput(tiny_onnx_model_dir:
         assert run["qps_ratio_batched_c8_vs_sequential"] == pytest.approx(
             run["concurrency_8_batched"]["qps"] / ((run["sequential"]["qps"] + run["sequential_repeat"]["qps"]) / 2)
         )
+    [path] = report["request_path"]
+    assert path["task"] == "question-answering" and path["rounds"] == 20 and sum(path["tokens"]) > 16
+    steps = ("model_call", "in_process_pipeline", "server_http", "gateway_http", "gateway_boto3")
+    assert all(path[step]["p50_ms"] > 0 for step in steps)
+    assert path["model_call"]["p50_ms"] < path["server_http"]["p50_ms"]  # the server does the model call and more
+    assert path["boto3_path_over_pipeline"] == pytest.approx(
+        path["gateway_boto3"]["p50_ms"] / path["in_process_pipeline"]["p50_ms"]
+    )
     cold = report["cold_start"]
     assert cold["starts"] == 1 and cold["runtime"] == "onnxruntime" and cold["floor_median_s"] > 0
     parts = cold["breakdown_median_s"]
