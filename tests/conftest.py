@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 # no long file starts last and runs alone at the end. The figures only order the files: a stale one costs time, never
 # a test.
 FILE_SECONDS = {
-    "tests/sagebox/pipeline/test_demo_models.py": 242,
+    "tests/sagebox/demo/test_models.py": 242,
     "tests/sagebox/box/test_cdk_deploy.py": 203,
     "tests/sagebox/test_fault_suite.py": 250,
     "tests/sagebox/box/test_real_clients_e2e.py": 129,
@@ -45,7 +45,7 @@ FILE_SECONDS = {
     "tests/neuron_emu/parallel/test_numerics.py": 30,
     "tests/container/handlers/test_neuron_parallel.py": 27,
     "tests/infra/test_cfn_lint.py": 26,
-    "tests/sagebox/pipeline/test_compile_tensor_parallel.py": 25,
+    "tests/sagebox/pipeline/compile/test_tensor_parallel.py": 25,
     "tests/container/handlers/test_neuron.py": 24,
     "tests/neuron_emu/parallel/test_serving.py": 23,
 }
@@ -79,14 +79,14 @@ def _stop_leftover_servers() -> Iterator[None]:
 
 
 def minilm_tokenizer_path() -> Path:
-    from sagebox.pipeline.demo_models import minilm_source_dir
+    from sagebox.demo.models import minilm_source_dir
 
     return minilm_source_dir() / "tokenizer.json"
 
 
 def make_tiny_hf_folder(path: Path, seed: int = 0) -> Path:
     """A Hugging Face folder: tiny random BertForQuestionAnswering + a real uncased WordPiece tokenizer."""
-    from sagebox.pipeline.demo_models import TINY, make_random_bert_folder
+    from sagebox.demo.models import TINY, make_random_bert_folder
 
     info = {"name": "tiny-random-bert", "license": "none: random weights"}
     return make_random_bert_folder(path, TINY, info, seed=seed)
@@ -100,7 +100,7 @@ def tiny_hf_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A verified FP32 TorchScript model directory (manifest.json, model.pt, tokenizer.json)."""
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.pipeline.export.servable import build_fp32
 
     def make(folder: Path) -> Path:
         build_fp32(tiny_hf_folder, folder / "tiny-torchscript", runtime="torchscript")
@@ -112,7 +112,7 @@ def tiny_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def tiny_onnx_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A verified FP32 ONNX Runtime model directory."""
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.pipeline.export.servable import build_fp32
 
     def make(folder: Path) -> Path:
         build_fp32(tiny_hf_folder, folder / "tiny-onnx", runtime="onnxruntime")
@@ -124,7 +124,7 @@ def tiny_onnx_model_dir(tiny_hf_folder: Path, tmp_path_factory: pytest.TempPathF
 @pytest.fixture(scope="session")
 def tiny_model_tarball(tiny_onnx_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny FP32 ONNX model packaged as SageMaker's model.tar.gz."""
-    from sagebox.pipeline.package import package_model_dir
+    from sagebox.pipeline.package.tarball import package_model_dir
 
     return run_once(
         tmp_path_factory,

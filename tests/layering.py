@@ -7,6 +7,11 @@
     scripts     -> sagebox, infra, container, neuron_emu (runnable wrappers; nothing imports them)
     tests       -> anything; nothing outside tests imports tests
 
+Inside sagebox, the build pipeline's stages (sagebox/pipeline/<stage>/) depend one way, in the order a build runs
+(PIPELINE_STAGES): a stage imports only itself and the stages before it, never the orchestration on top of them
+(sagebox/pipeline/*.py); and nothing under sagebox/pipeline imports the rest of sagebox beyond PIPELINE_SHARED: not
+the demo's kitchen (sagebox.demo), the CLI, the box, the benchmarks or the images.
+
 Imports inside functions count too (a deferred import is still a dependency), and so they do for cycles: no two
 modules may import each other, whether at module level or deferred inside a function (a deferred import only moves
 the circle to run time). Imports under `if TYPE_CHECKING:` are for the type checker alone and count for neither.
@@ -28,6 +33,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "scripts": frozenset({"sagebox", "infra", "container", "neuron_emu"}),
     "tests": frozenset(PACKAGES) - {"scripts"},
 }
+
+PIPELINE = "sagebox.pipeline"
+PIPELINE_STAGES = ("load", "data", "export", "quantize", "gate", "compile", "package")
+PIPELINE_SHARED = frozenset({"sagebox.errors", "sagebox.paths"})
 
 
 @dataclass(frozen=True)
@@ -139,3 +148,37 @@ def cycles(imports: Iterable[Import], modules: set[str], deferred: bool = False)
         if node not in state:
             walk(node)
     return found
+
+
+def _inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _stage(name: str) -> int | None:
+    """The index of the pipeline stage a module is in, or None for the orchestration (and the package itself)."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[2] in PIPELINE_STAGES:
+        return PIPELINE_STAGES.index(parts[2])
+    return None
+
+
+def pipeline_breaches(imports: Iterable[Import]) -> list[str]:
+    """Every import from inside sagebox.pipeline that breaks its rooms' rules, as `module:line imports target (why)`."""
+    broken = []
+    for item in imports:
+        source, target = item.module, item.target
+        if not _inside(source, PIPELINE) or not _inside(target, "sagebox"):
+            continue
+        if not _inside(target, PIPELINE):
+            if target != "sagebox" and not any(_inside(target, shared) for shared in PIPELINE_SHARED):
+                broken.append(f"{source}:{item.line} imports {target} (the pipeline imports no other part of sagebox)")
+            continue
+        here, there = _stage(source), _stage(target)
+        if here is None or target == PIPELINE:
+            continue  # the orchestration may use every stage
+        if there is None:
+            broken.append(f"{source}:{item.line} imports {target} (a stage never imports the orchestration)")
+        elif there > here:
+            later = PIPELINE_STAGES[there]
+            broken.append(f"{source}:{item.line} imports {target} ({later} runs after {PIPELINE_STAGES[here]})")
+    return sorted(set(broken))

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sagebox.pipeline.artifact import staged_dir
+from sagebox.pipeline.export.artifact import staged_dir
 
 ARCHS = ("bert", "distilbert", "roberta")
 TASKS = ("question-answering", "text-classification", "token-classification", "feature-extraction")

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.layering import ALLOWED, all_imports, cycles, forbidden, imports_of, module_name, project_files
+from tests.layering import (
+    ALLOWED,
+    PIPELINE_STAGES,
+    all_imports,
+    cycles,
+    forbidden,
+    imports_of,
+    module_name,
+    pipeline_breaches,
+    project_files,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,3 +80,42 @@ def test_the_rules_say_what_the_guide_says() -> None:
     assert "sagebox" not in ALLOWED["infra"]
     assert all("scripts" not in allowed for allowed in ALLOWED.values())
     assert all("tests" not in allowed for package, allowed in ALLOWED.items() if package != "tests")
+
+
+def test_the_pipeline_stages_depend_one_way_and_never_on_the_demo() -> None:
+    assert pipeline_breaches(all_imports(REPO, project_files(REPO))) == []
+
+
+def test_every_folder_of_the_pipeline_is_a_stage_in_build_order() -> None:
+    folders = {p.name for p in (REPO / "sagebox" / "pipeline").iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(PIPELINE_STAGES)
+    opening = (REPO / "sagebox" / "pipeline" / "__init__.py").read_text()
+    listed = [line.split("/")[0].strip() for line in opening.splitlines() if line.startswith("    ") and "/ " in line]
+    assert listed == list(PIPELINE_STAGES)  # the house's opening comment lists them in the same order
+
+
+def test_a_stage_reaching_forward_or_into_the_demo_is_caught() -> None:
+    forward = imports_of("from sagebox.pipeline.gate.task_gate import GateLimits\n", "sagebox.pipeline.quantize.int8")
+    assert [breach.split(" imports ")[1] for breach in pipeline_breaches(forward)] == [
+        "sagebox.pipeline.gate.task_gate (gate runs after quantize)",
+        "sagebox.pipeline.gate.task_gate.GateLimits (gate runs after quantize)",
+    ]
+    deferred_demo = "def f():\n    from sagebox.demo import qa_corpus\n    return qa_corpus\n"
+    why = "(the pipeline imports no other part of sagebox)"
+    assert pipeline_breaches(imports_of(deferred_demo, "sagebox.pipeline.gate.task_eval")) == [
+        f"sagebox.pipeline.gate.task_eval:2 imports sagebox.demo {why}",
+        f"sagebox.pipeline.gate.task_eval:2 imports sagebox.demo.qa_corpus {why}",
+    ]
+    upward = imports_of("from sagebox.pipeline.quantize_flow import run\n", "sagebox.pipeline.gate.evaluate")
+    assert pipeline_breaches(upward)[0].endswith("(a stage never imports the orchestration)")
+    # Backward, within a stage, shared modules and the orchestration using any stage are all fine.
+    fine = "from sagebox.pipeline.load.hf_task import TaskInfo\nfrom sagebox.errors import SageboxError\n"
+    assert pipeline_breaches(imports_of(fine, "sagebox.pipeline.package.tarball")) == []
+    assert (
+        pipeline_breaches(imports_of("from sagebox.pipeline.gate import task_eval\n", "sagebox.pipeline.build_all"))
+        == []
+    )
+    # The demo may use the pipeline; only the other way round is a breach.
+    assert (
+        pipeline_breaches(imports_of("from sagebox.pipeline.export.artifact import x\n", "sagebox.demo.models")) == []
+    )

@@ -27,8 +27,8 @@ SENTENCE = (
 
 def minilm_embeddings(work: Path, threads: int, rounds: int, say: Callable[[str], None]) -> Json:
     from sagebox.box.artifacts import RETRIEVAL
-    from sagebox.pipeline.demo_models import minilm_source_dir
-    from sagebox.pipeline.quant_options import QuantizeOptions, fallbacks
+    from sagebox.demo.models import minilm_source_dir
+    from sagebox.pipeline.quantize.options import QuantizeOptions, fallbacks
     from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
 
     out = work / "minilm-embeddings"

@@ -34,7 +34,7 @@ from sagebox.bench.latency import interleaved_latency, summarize
 from sagebox.bench.machine import CpuSnapshot, cpu_info, load_between
 from sagebox.errors import SageboxError
 from sagebox.paths import state_dir
-from sagebox.pipeline.quant_options import (
+from sagebox.pipeline.quantize.options import (
     DEFAULT_BACKEND,
     DEFAULT_MODE,
     RUNTIME_OF,
@@ -44,7 +44,7 @@ from sagebox.pipeline.quant_options import (
 )
 
 if TYPE_CHECKING:
-    from sagebox.pipeline.hf_model import QAModule
+    from sagebox.pipeline.load.hf_model import QAModule
 
 Json = dict[str, Any]
 
@@ -134,8 +134,8 @@ def build_variant(
     calibration: Sequence[ModelInputs],
     batches: int,
 ) -> None:
-    from sagebox.pipeline.quantize import build_int8
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.pipeline.export.servable import build_fp32
+    from sagebox.pipeline.quantize.int8 import build_int8
 
     if variant.precision == "fp32":
         build_fp32(hf_folder, out, RUNTIME_OF[variant.backend], module, fuse=variant.fuse)
@@ -157,7 +157,7 @@ def build_all(
     reuse: bool,
     say: Callable[[str], None],
 ) -> dict[str, float]:
-    from sagebox.pipeline.hf_model import load_qa_module
+    from sagebox.pipeline.load.hf_model import load_qa_module
 
     module: QAModule | None = None
     seconds: dict[str, float] = {}
@@ -216,7 +216,7 @@ def accuracy(
     threads: int,
     say: Callable[[str], None],
 ) -> dict[str, Json]:
-    from sagebox.pipeline.quant_options import fallbacks
+    from sagebox.pipeline.quantize.options import fallbacks
     from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
 
     results: dict[str, Json] = {}
@@ -271,7 +271,7 @@ def chosen_default_variant(result: Json) -> str:
 
 
 def package_sizes(work: Path, names: Sequence[str], say: Callable[[str], None]) -> dict[str, int]:
-    from sagebox.pipeline.package import package_model_dir
+    from sagebox.pipeline.package.tarball import package_model_dir
 
     sizes = {}
     for name in names:
@@ -282,10 +282,10 @@ def package_sizes(work: Path, names: Sequence[str], say: Callable[[str], None]) 
 
 def calibration_feeds(hf_folder: Path, batches: int) -> list[dict[str, np.ndarray]]:
     """Calibration batches from generated SQuAD questions, featurized like the server does."""
-    from sagebox.pipeline.calibration import calibration_batches, processor_for
-    from sagebox.pipeline.hf_model import check_model_folder
-    from sagebox.pipeline.servable import buckets_for
-    from sagebox.pipeline.synth_squad import generate
+    from sagebox.demo.synth_squad import generate
+    from sagebox.pipeline.export.servable import buckets_for
+    from sagebox.pipeline.load.hf_model import check_model_folder
+    from sagebox.pipeline.quantize.calibration import calibration_batches, processor_for
 
     buckets, _ = buckets_for(check_model_folder(hf_folder))
     processor = processor_for(hf_folder, buckets)
@@ -295,7 +295,7 @@ def calibration_feeds(hf_folder: Path, batches: int) -> list[dict[str, np.ndarra
 def run(args: argparse.Namespace) -> Json:
     from rich.console import Console
 
-    from sagebox.pipeline.demo_models import bert_base_dims, cache_root, minilm_squad
+    from sagebox.demo.models import bert_base_dims, cache_root, minilm_squad
 
     err = Console(stderr=True)
 

@@ -54,7 +54,7 @@ def _request_body(i: int) -> bytes:
 
 def _squad_style_bodies(n: int = 64) -> list[bytes]:
     """Generated SQuAD-style questions on short paragraphs (60-130 tokens): what QA traffic mostly looks like."""
-    from sagebox.pipeline.synth_squad import generate
+    from sagebox.demo.synth_squad import generate
 
     return [json.dumps({"question": e.question, "context": e.context}).encode() for e in generate(n, 7, "dev")]
 
@@ -62,7 +62,7 @@ def _squad_style_bodies(n: int = 64) -> list[bytes]:
 def _short_question_bodies(n: int = 64) -> list[bytes]:
     """The same generated questions, each asked of only the sentence that holds its answer (20-60 tokens): FAQ- or
     search-snippet-style traffic, where a model call is short enough for batching to pay."""
-    from sagebox.pipeline.synth_squad import generate
+    from sagebox.demo.synth_squad import generate
 
     bodies = []
     for e in generate(n, 7, "dev"):
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--request-path-only", action="store_true", help="measure the request paths and nothing else")
     args = parser.parse_args(argv)
 
-    from sagebox.pipeline.demo_models import bert_base_int8_dir, tiny_fp32_dir
+    from sagebox.demo.models import bert_base_int8_dir, tiny_fp32_dir
 
     with _workdir() as work:
         report: dict[str, object] = {

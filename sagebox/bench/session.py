@@ -23,7 +23,7 @@ from sagebox.bench.endpoints import BenchPlan, EndpointResult, EndpointSpec, run
 from sagebox.bench.workloads import QuestionWorkload, Workload, text_workload
 from sagebox.errors import SageboxError
 from sagebox.paths import REPO
-from sagebox.pipeline.squad import QAExample
+from sagebox.pipeline.data.squad import QAExample
 from sagebox.runtime import Runtime
 
 # The hand-written held-out set (tests/data/heldout): never used to train, calibrate or tune, only to report.
@@ -119,12 +119,12 @@ def box_endpoints(runtime: Runtime, targets: Sequence[str] | None) -> list[Endpo
 
 
 def default_questions(local: bool) -> QuestionSet:
-    from sagebox.pipeline.squad import GoldAnswer
+    from sagebox.pipeline.data.squad import GoldAnswer
 
     if local:
         # The split alone, never the model: a bench of the box must not train the demo model on a cold cache (it
         # made a 30 s end-to-end test take 200-500 s in CI, where the cache starts empty).
-        from sagebox.pipeline.demo_models import demo_dev_questions
+        from sagebox.demo.models import demo_dev_questions
 
         label = "the demo QA model's dev split (corpus articles it did not train on, generated questions)"
         return QuestionSet(label, demo_dev_questions())
@@ -141,7 +141,7 @@ def default_questions(local: bool) -> QuestionSet:
 
 def heldout_questions(path: Path | None, local: bool) -> QuestionSet | None:
     """An accuracy-only set: `path`, or on the local box the hand-written held-out set when the checkout has it."""
-    from sagebox.pipeline.squad import load_squad
+    from sagebox.pipeline.data.squad import load_squad
 
     chosen = path or (HELDOUT if local and HELDOUT.is_file() else None)
     if chosen is None:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from sagebox.pipeline import task_data, task_metrics
-from sagebox.pipeline.squad import QAExample
+from sagebox.pipeline.data import task_data
+from sagebox.pipeline.data.squad import QAExample
+from sagebox.pipeline.gate import task_metrics
 
 # The columns each task's score fills (report.COLUMNS shows them).
 SCORE_KEYS: dict[str, tuple[str, ...]] = {
@@ -72,7 +73,7 @@ class QuestionWorkload:
         return raw["answer"]
 
     def score(self, answers: Mapping[str, Any]) -> dict[str, float]:
-        from sagebox.pipeline.squad_metric import score
+        from sagebox.pipeline.gate.squad_metric import score
 
         asked = [q for q in self.examples if q.id in answers]
         if not asked:
@@ -161,7 +162,7 @@ class RetrievalWorkload:
 
 def text_workload(task: str, path: Path | None) -> Workload:
     """A text task's requests: labelled data from `path`, else Sagebox's built-in calibration text (timing only)."""
-    from sagebox.pipeline.task_eval import default_calibration_texts
+    from sagebox.pipeline.data.builtin import calibration_texts as default_calibration_texts
 
     if task == "feature-extraction":
         if path is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from infra.settings import DEMO_MODEL_DIR
 from sagebox.paths import REPO, cache_dir
 from sagebox.pipeline.build_all import Artifacts
-from sagebox.pipeline.servable import BUILD_RECIPE
+from sagebox.pipeline.export.servable import BUILD_RECIPE
 
 # The embeddings' gate data: the hand-made query/passage set (recall@10 and cosine against FP32).
 RETRIEVAL = REPO / "tests" / "data" / "retrieval" / "retrieval.jsonl"
@@ -20,9 +20,9 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
     """The QA model's artifacts under <root>/packages/{fp32,int8,neuron}, the embeddings model's under
     <root>/packages/embeddings/{fp32,int8} (where infra/examples/embeddings.json looks)."""
     from container.env import available_cpus
+    from sagebox.demo.models import minilm_licenses, minilm_source_dir, minilm_squad
     from sagebox.pipeline.build_all import build_all
-    from sagebox.pipeline.demo_models import minilm_licenses, minilm_source_dir, minilm_squad
-    from sagebox.pipeline.servable import ModelSource
+    from sagebox.pipeline.export.servable import ModelSource
 
     demo = minilm_squad(progress=say)
     root = cache_dir() / "artifacts" / f"{demo.folder.name}-r{BUILD_RECIPE}"

@@ -7,7 +7,8 @@ production's answer; its answers and latencies are recorded to compare the two. 
 concurrently with the production call, never delays or fails the production answer for it (a copy that finds the
 shadow saturated is dropped and counted), and appends one JSON line per mirrored request to
 `<state dir>/shadow/<endpoint>.jsonl`. `report()` compares them: how often the answers agree, EM/F1 of the shadow's
-answers scored against production's (SQuAD's metric, sagebox.pipeline.squad_metric), P50/P90 of each side's latency.
+answers scored against production's (SQuAD's metric, sagebox.pipeline.gate.squad_metric), P50/P90 of each side's
+latency.
 
 Pure logic and file I/O; `sagebox shadow-report ENDPOINT` (sagebox/cli/shadow.py) writes the report.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sagebox.bench.stats import percentile
-from sagebox.pipeline.squad_metric import exact_match, f1, normalize_answer
+from sagebox.pipeline.gate.squad_metric import exact_match, f1, normalize_answer
 
 SHADOW_DIR = "shadow"
 MAX_ANSWER_CHARS = 2000

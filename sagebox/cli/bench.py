@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from sagebox.bench.endpoints import BenchPlan
     from sagebox.cli.common import console as make_console
     from sagebox.paths import state_dir
-    from sagebox.pipeline.squad import load_squad
+    from sagebox.pipeline.data.squad import load_squad
     from sagebox.runtime import connect
 
     if args.concurrency < 1 or (args.queries is not None and args.queries < 1):

@@ -25,9 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sagebox.pipeline.accuracy_gate import GateFailed
     from sagebox.pipeline.build_all import build_all
-    from sagebox.pipeline.servable import ModelSource
+    from sagebox.pipeline.export.servable import ModelSource
+    from sagebox.pipeline.gate.accuracy_gate import GateFailed
 
     out = console()
 

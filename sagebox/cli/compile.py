@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from sagebox.cli.common import console
 
 if TYPE_CHECKING:
-    from sagebox.pipeline.compile import Backend
+    from sagebox.pipeline.compile.neuron import Backend
 
 # CLI spelling -> the manifest's compile.backend.
 BACKEND_CHOICES: dict[str, Backend] = {"neuron-emu": "neuron_emu", "torch-neuronx": "torch_neuronx"}
@@ -48,14 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from neuron_emu.qa import instance_estimate, read_plans
     from sagebox.errors import SageboxError
-    from sagebox.pipeline.compile import PARALLEL_PLAN_TEXT, build_neuron, read_parallel_plans
+    from sagebox.pipeline.compile.neuron import PARALLEL_PLAN_TEXT, build_neuron, read_parallel_plans
 
     if args.batch_size < 1:
         raise SageboxError("--batch-size must be at least 1")
     if args.tensor_parallel < 1:
         raise SageboxError("--tensor-parallel must be at least 1")
-    from sagebox.pipeline.hf_task import detect_task
-    from sagebox.pipeline.servable import ModelSource
+    from sagebox.pipeline.export.servable import ModelSource
+    from sagebox.pipeline.load.hf_task import detect_task
 
     backend = BACKEND_CHOICES[args.backend]
     source = ModelSource.resolve(args.model, lambda line: console().print(f"[dim]{line}[/]"))

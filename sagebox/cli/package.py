@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sagebox.pipeline.package import package_model_dir
+    from sagebox.pipeline.package.tarball import package_model_dir
 
     result = package_model_dir(args.model_dir, args.out)
     if result.skipped:

@@ -15,7 +15,7 @@ __all__ = ["EXIT_GATE_FAILED", "register", "run"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     from sagebox.cli.model_options import add_gate_options, add_model_options
-    from sagebox.pipeline.quant_options import (
+    from sagebox.pipeline.quantize.options import (
         BACKENDS,
         DEFAULT_BACKEND,
         DEFAULT_CALIBRATION_BATCHES,
@@ -57,10 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sagebox.pipeline.quant_options import QuantizeOptions, fallbacks
+    from sagebox.cli.tables import quantize_table
+    from sagebox.pipeline.export.servable import ModelSource
+    from sagebox.pipeline.quantize.options import QuantizeOptions, fallbacks
     from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
-    from sagebox.pipeline.servable import ModelSource
-    from sagebox.pipeline.tables import quantize_table
 
     options = QuantizeOptions(
         backend=args.backend,

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import boto3
 
-    from sagebox.pipeline.upload import upload_artifact
+    from sagebox.pipeline.package.upload import upload_artifact
 
     session = boto3.session.Session(profile_name=args.profile, region_name=args.region)
     s3 = session.client("s3", endpoint_url=args.endpoint_url)

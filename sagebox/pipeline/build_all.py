@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from container.manifest import Manifest, ManifestError, SourceSpec, load_verified
-from sagebox.pipeline.accuracy_gate import GateFailed
-from sagebox.pipeline.hf_task import TaskInfo
-from sagebox.pipeline.servable import ModelSource, source_spec
-from sagebox.pipeline.task_gate import DEFAULT_MAX_DROP, DEFAULT_MIN_COSINE
+from sagebox.pipeline.export.servable import ModelSource, source_spec
+from sagebox.pipeline.gate.accuracy_gate import GateFailed
+from sagebox.pipeline.gate.task_gate import DEFAULT_MAX_DROP, DEFAULT_MIN_COSINE
+from sagebox.pipeline.load.hf_task import TaskInfo
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ def build_all(
     source: ModelSource | None = None,
     neuron: bool = True,
 ) -> Artifacts:
-    from sagebox.pipeline.hf_task import detect_task
-    from sagebox.pipeline.package import package_model_dir
-    from sagebox.pipeline.quant_options import QuantizeOptions, fallbacks
+    from sagebox.pipeline.load.hf_task import detect_task
+    from sagebox.pipeline.package.tarball import package_model_dir
+    from sagebox.pipeline.quantize.options import QuantizeOptions, fallbacks
     from sagebox.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
 
     source = source or ModelSource.resolve(model, say)
@@ -91,7 +91,7 @@ def build_all(
     if neuron:
         model_dirs["neuron"] = work_dir / "neuron"
         if not _current(model_dirs["neuron"], info, spec):
-            from sagebox.pipeline.compile import build_neuron
+            from sagebox.pipeline.compile.neuron import build_neuron
 
             say("compiling for NeuronCores (neuron_emu, bf16 auto-cast on matmuls)")
             build_neuron(source.folder, model_dirs["neuron"], info=info, source=source)

@@ -1,5 +1,5 @@
 """`sagebox quantize` end to end: FP32 + INT8 artifacts, both evaluated; INT8 kept only if it passes its task's
-accuracy gate (sagebox/pipeline/task_eval.py)."""
+accuracy gate (sagebox/pipeline/gate/task_eval.py)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,18 @@ from container.manifest import Manifest
 from container.predictor import PredictorOptions
 from container.tasks import task_for
 from sagebox.errors import SageboxError
-from sagebox.pipeline.accuracy_gate import DEFAULT_MAX_F1_DROP, check_max_drop
-from sagebox.pipeline.artifact import staged_dir
-from sagebox.pipeline.calibration import task_calibration_batches
-from sagebox.pipeline.evaluate import Evaluation, evaluate_model_dir
-from sagebox.pipeline.hf_model import load_task_module
-from sagebox.pipeline.hf_task import TaskInfo, detect_task
-from sagebox.pipeline.quant_options import QuantizeOptions
-from sagebox.pipeline.quantize import build_int8
-from sagebox.pipeline.servable import ModelSource, build_fp32
-from sagebox.pipeline.squad import load_squad
-from sagebox.pipeline.task_eval import Judge, judge_for
-from sagebox.pipeline.task_gate import DEFAULT_MIN_COSINE, GateLimits
+from sagebox.pipeline.data.squad import load_squad
+from sagebox.pipeline.export.artifact import staged_dir
+from sagebox.pipeline.export.servable import ModelSource, build_fp32
+from sagebox.pipeline.gate.accuracy_gate import DEFAULT_MAX_F1_DROP, check_max_drop
+from sagebox.pipeline.gate.evaluate import Evaluation, evaluate_model_dir
+from sagebox.pipeline.gate.task_eval import Judge, judge_for
+from sagebox.pipeline.gate.task_gate import DEFAULT_MIN_COSINE, GateLimits
+from sagebox.pipeline.load.hf_model import load_task_module
+from sagebox.pipeline.load.hf_task import TaskInfo, detect_task
+from sagebox.pipeline.quantize.calibration import task_calibration_batches
+from sagebox.pipeline.quantize.int8 import build_int8
+from sagebox.pipeline.quantize.options import QuantizeOptions
 
 REPORT_NAME = "quantize-report.json"
 

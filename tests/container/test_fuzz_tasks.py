@@ -71,7 +71,7 @@ BODY = st.one_of(
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[asyncio.AbstractEventLoop, Any]]]:
     """One started service per task, each with an in-process client, on one event loop."""
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.pipeline.export.servable import build_fp32
     from tests.model_factory import make_model_folder
 
     root = tmp_path_factory.mktemp("fuzz-tasks")

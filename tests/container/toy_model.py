@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from container.manifest import SourceSpec
-from sagebox.pipeline.artifact import staged_dir, write_manifest
+from sagebox.pipeline.export.artifact import staged_dir, write_manifest
 
 # A word of the uncased WordPiece vocabulary that is a single token.
 FAIL_WORD = "explode"

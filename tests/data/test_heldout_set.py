@@ -1,5 +1,5 @@
 """Checks on the hand-written held-out QA set: SQuAD v1.1 shape, sizes, exact answer spans, and no text shared
-with the synthetic generator the demo model is trained on (sagebox/pipeline/synth_squad.py, with its relations and
+with the synthetic generator the demo model is trained on (sagebox/demo/synth_squad.py, with its relations and
 word lists in synth_relations.py and synth_values.py) or with the hand-written tuning set (tests/data/tuning)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from sagebox.pipeline import qa_corpus, synth_clauses
-from sagebox.pipeline.squad import load_squad
-from sagebox.pipeline.synth_squad import _FILLERS, RELATIONS, generate
+from sagebox.demo import qa_corpus, synth_clauses
+from sagebox.demo.synth_squad import _FILLERS, RELATIONS, generate
+from sagebox.pipeline.data.squad import load_squad
 
 HELDOUT = Path(__file__).resolve().parent / "heldout" / "heldout_qa.json"
 TUNING = Path(__file__).resolve().parent / "tuning" / "tuning_qa.json"  # recipes are chosen on it: kept apart
@@ -229,7 +229,7 @@ def test_no_question_is_one_the_clause_generator_asks() -> None:
 
 
 def test_shares_no_sentence_or_question_with_the_training_corpus() -> None:
-    """The hand-written training corpus (sagebox/pipeline/corpus) is what the demo model learns most from: no
+    """The hand-written training corpus (sagebox/demo/corpus) is what the demo model learns most from: no
     8-word run of its contexts and none of its questions may be in this set, nor in the tuning set."""
     articles = qa_corpus.load()
     runs = {run for article in articles for run in shingles(article.context)}

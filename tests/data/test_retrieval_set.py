@@ -1,5 +1,5 @@
 """Checks on the hand-written query/passage retrieval set (tests/data/retrieval): the JSON Lines shape that
-`sagebox.pipeline.task_data.load_retrieval` reads, the counts, one relevant passage per query, no repeated text, no
+`sagebox.pipeline.data.task_data.load_retrieval` reads, the counts, one relevant passage per query, no repeated text, no
 query copied into a passage, and the length bounds the set was written to. No model is loaded."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sagebox.pipeline.task_data import RetrievalData, load_retrieval
+from sagebox.pipeline.data.task_data import RetrievalData, load_retrieval
 
 RETRIEVAL = Path(__file__).resolve().parent / "retrieval" / "retrieval.jsonl"
 

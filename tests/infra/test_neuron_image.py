@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from infra.settings import DEFAULT_NEURON_DOCKERFILE, REPO_ROOT
-from sagebox.pipeline.compile import NEURON_DLC
+from sagebox.pipeline.compile.neuron import NEURON_DLC
 
 DOCKERFILE = REPO_ROOT / DEFAULT_NEURON_DOCKERFILE
 

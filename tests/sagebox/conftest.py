@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from sagebox.demo.synth_squad import BIOGRAPHY, generate
 from sagebox.paths import REPO
-from sagebox.pipeline.squad import GoldAnswer, QAExample, write_squad
-from sagebox.pipeline.synth_squad import BIOGRAPHY, generate
+from sagebox.pipeline.data.squad import GoldAnswer, QAExample, write_squad
 from tests.run_once import run_once
 
 # The tiny random model's spans are near ties that INT8 noise can flip (a flip costs ~2.5 F1 on ~40 questions);
@@ -63,9 +63,9 @@ def self_consistent_json(outlier_hf_folder: Path, tmp_path_factory: pytest.TempP
 
 
 def _self_consistent(outlier_hf_folder: Path, root: Path) -> Path:
-    from sagebox.pipeline.evaluate import evaluate_model_dir
-    from sagebox.pipeline.servable import build_fp32
-    from sagebox.pipeline.squad_metric import normalize_answer
+    from sagebox.pipeline.export.servable import build_fp32
+    from sagebox.pipeline.gate.evaluate import evaluate_model_dir
+    from sagebox.pipeline.gate.squad_metric import normalize_answer
 
     # Biography facts only: short spans, so a tiny random model's answers are not near-ties INT8 noise can flip.
     examples = generate(40, 5, "dev", BIOGRAPHY)

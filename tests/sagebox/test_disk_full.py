@@ -28,7 +28,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_packaging_onto_a_full_disk_is_one_line_and_leaves_nothing(tiny_onnx_model_dir: Path, small_disk: Path) -> None:
-    from sagebox.pipeline.package import package_model_dir
+    from sagebox.pipeline.package.tarball import package_model_dir
 
     with pytest.raises(
         SageboxError, match=r"^no space left on the device holding .* while writing model\.tar\.gz"

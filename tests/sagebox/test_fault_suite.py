@@ -147,8 +147,8 @@ def minilm_qa_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import BertForQuestionAnswering
 
-    from sagebox.pipeline.demo_models import minilm_source_dir
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.demo.models import minilm_source_dir
+    from sagebox.pipeline.export.servable import build_fp32
     from tests.model_factory import minilm_tokenizer_json
 
     folder = tmp_path_factory.mktemp("minilm-qa")

@@ -70,7 +70,7 @@ def embedded_box(state_dir: Path) -> Iterator[BoxUrls]:
 def package_for_box(model_dir: Path, out: Path) -> tuple[Path, str]:
     """(folder holding <variant>/model.tar.gz, the target that deploys it) for `model_dir`."""
     from container.manifest import load_verified
-    from sagebox.pipeline.package import package_model_dir
+    from sagebox.pipeline.package.tarball import package_model_dir
 
     variant = load_verified(model_dir).variant
     target = TARGET_OF_VARIANT.get(variant)

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         options.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
 
-    from sagebox.pipeline.demo_models import tiny_fp32_dir
+    from sagebox.demo.models import tiny_fp32_dir
 
     model_dir = args.model_dir or tiny_fp32_dir()
     report = new_report(command_line(argv), model_dir, args.context_repeats)

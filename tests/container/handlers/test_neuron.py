@@ -16,7 +16,7 @@ import neuron_emu
 from container.handlers import HandlerError, RuntimeOptions, handler_for
 from container.manifest import CompileSpec, Manifest, SourceSpec, TokenizerSpec, hash_files, load_verified
 from neuron_emu.custom_op import LoadedLibrary
-from sagebox.pipeline.compile import trace_neuronx
+from sagebox.pipeline.compile.neuron import trace_neuronx
 from tests.container.handlers.standin_torch_neuronx import (
     StandinTorchNeuronx,
     standin_torch_neuronx,

@@ -19,7 +19,7 @@ def test_each_task_gets_its_short_request() -> None:
 def test_the_short_sentence_is_sixteen_tokens_for_minilm() -> None:
     from tokenizers import Tokenizer
 
-    from sagebox.pipeline.demo_models import minilm_source_dir
+    from sagebox.demo.models import minilm_source_dir
 
     tokenizer = Tokenizer.from_file(str(minilm_source_dir() / "tokenizer.json"))
     tokenizer.no_padding()  # the file pads to a fixed length; the server sets its own padding

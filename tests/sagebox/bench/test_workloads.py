@@ -13,7 +13,7 @@ from sagebox.bench.endpoints import EndpointResult, EndpointSpec, table_rows
 from sagebox.bench.session import parse_data, parse_endpoints
 from sagebox.bench.workloads import QuestionWorkload, RetrievalWorkload, TextWorkload, text_workload
 from sagebox.errors import SageboxError
-from sagebox.pipeline.squad import GoldAnswer, QAExample
+from sagebox.pipeline.data.squad import GoldAnswer, QAExample
 
 
 def test_questions_are_sent_bare_and_scored_em_f1() -> None:

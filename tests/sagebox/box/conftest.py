@@ -47,7 +47,7 @@ def scaled_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaledBox]:
     from sagebox.box.runtime_gateway import SEED_ENV
     from sagebox.box.state import BoxState
     from sagebox.box.up import start_embedded_aws, start_gateway
-    from sagebox.pipeline.package import package_model_dir
+    from sagebox.pipeline.package.tarball import package_model_dir
     from tests.sagebox.box.guardrail_models import build_model_dir
 
     work = tmp_path_factory.mktemp("scaled-box")

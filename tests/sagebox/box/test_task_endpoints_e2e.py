@@ -69,7 +69,7 @@ def deploy(box: EmbeddedAws, name: str, package: Path) -> None:
 def hub_build_in_process(hub: HubStandIn, hf_home: Path, repo_id: str, root: Path) -> str:
     """The same resolution (huggingface_hub against the stand-in) and build, in this process; the build's output."""
     from sagebox.pipeline.build_all import build_all
-    from sagebox.pipeline.servable import ModelSource
+    from sagebox.pipeline.export.servable import ModelSource
 
     with pytest.MonkeyPatch.context() as env:
         for name in [k for k in os.environ if k.startswith("HF_")]:

@@ -9,8 +9,8 @@ import pytest
 
 from sagebox.cli.app import main
 from sagebox.cli.quantize import EXIT_GATE_FAILED
-from sagebox.pipeline.evaluate import evaluate_model_dir
-from sagebox.pipeline.squad import load_squad
+from sagebox.pipeline.data.squad import load_squad
+from sagebox.pipeline.gate.evaluate import evaluate_model_dir
 from tests.sagebox.conftest import TINY_MODEL_MAX_F1_DROP
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from container.manifest import load_verified
-from sagebox.pipeline.package import unpack_and_verify
+from sagebox.pipeline.package.tarball import unpack_and_verify
 from tests.sagebox.conftest import Built, sagebox_cli
 
 sagebox = sagebox_cli

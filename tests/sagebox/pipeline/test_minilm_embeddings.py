@@ -11,10 +11,10 @@ import pytest
 
 from container.predictor import Predictor
 from sagebox.box.artifacts import RETRIEVAL
-from sagebox.pipeline.demo_models import minilm_source_dir
-from sagebox.pipeline.quant_options import QuantizeOptions, fallbacks
+from sagebox.demo.models import minilm_source_dir
+from sagebox.pipeline.data.task_data import load_retrieval
+from sagebox.pipeline.quantize.options import QuantizeOptions, fallbacks
 from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
-from sagebox.pipeline.task_data import load_retrieval
 
 pytestmark = pytest.mark.slow
 

@@ -7,10 +7,10 @@ import pytest
 
 from container.manifest import ManifestError, load_verified
 from sagebox.errors import SageboxError
-from sagebox.pipeline.quant_options import EMBEDDING_OP_TYPES as EMBEDDINGS
-from sagebox.pipeline.quant_options import QuantizeOptions
+from sagebox.pipeline.data.squad import load_squad
+from sagebox.pipeline.quantize.options import EMBEDDING_OP_TYPES as EMBEDDINGS
+from sagebox.pipeline.quantize.options import QuantizeOptions
 from sagebox.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
-from sagebox.pipeline.squad import load_squad
 from tests.sagebox.conftest import TINY_MODEL_MAX_F1_DROP
 
 # A tiny random model has near-tied spans that INT8 rounding can flip (one of 40 answers costs 2.5 F1 points); a
@@ -78,7 +78,7 @@ def test_a_failing_recipe_falls_back_to_the_next_one(
 
 
 def test_default_fallbacks_grow_more_conservative() -> None:
-    from sagebox.pipeline.quant_options import fallbacks
+    from sagebox.pipeline.quantize.options import fallbacks
 
     chain = fallbacks(QuantizeOptions())
     assert [c.reduce_range for c in chain] == [False, True, False]
@@ -95,8 +95,8 @@ def test_embeddings_kept_in_fp32_stay_float(tiny_hf_folder: Path, tmp_path: Path
     import onnx
     from onnx import numpy_helper
 
-    from sagebox.pipeline.quantize import build_int8
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.pipeline.export.servable import build_fp32
+    from sagebox.pipeline.quantize.int8 import build_int8
 
     build_fp32(tiny_hf_folder, tmp_path / "fp32", fuse=fuse)
     build_int8(tiny_hf_folder, tmp_path / "fp32", tmp_path / "int8", QuantizeOptions(fp32_op_types=EMBEDDINGS))
@@ -112,8 +112,8 @@ def test_embeddings_kept_in_fp32_stay_float(tiny_hf_folder: Path, tmp_path: Path
 def test_attention_kept_in_fp32_is_left_unquantized(tiny_hf_folder: Path, tmp_path: Path) -> None:
     import onnx
 
-    from sagebox.pipeline.quantize import build_int8
-    from sagebox.pipeline.servable import build_fp32
+    from sagebox.pipeline.export.servable import build_fp32
+    from sagebox.pipeline.quantize.int8 import build_int8
 
     build_fp32(tiny_hf_folder, tmp_path / "fp32")
     options = QuantizeOptions(fp32_op_types=("Attention",))

@@ -1,0 +1,47 @@
+"""Sagebox's built-in calibration data, for a build whose user gives none: a few dozen paragraphs of varied English
+prose with questions about them (`builtin/qa.json`, SQuAD v1.1), written for Sagebox. QA calibrates on and, with no
+`--eval` data, compares INT8's answers with FP32's on its questions; the other tasks use its sentences.
+
+The file is the first articles of the demo's hand-written corpus (sagebox/demo/corpus/, same authors and license),
+copied here because the pipeline never imports the demo package; tests/sagebox/pipeline/data/test_builtin.py holds
+the two equal.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from sagebox.pipeline.data.squad import QAExample, load_squad
+
+QA_FILE = Path(__file__).resolve().parent / "builtin" / "qa.json"
+DEFAULT_CALIBRATION_TEXTS = 200  # calibration inputs when the user gives none
+
+
+@cache
+def _examples() -> tuple[QAExample, ...]:
+    return tuple(load_squad(QA_FILE, require_answers=True, check_spans=True))
+
+
+def qa_examples(limit: int = DEFAULT_CALIBRATION_TEXTS) -> list[QAExample]:
+    """The built-in questions with their contexts and answers, in file order."""
+    return list(_examples()[:limit])
+
+
+def sentences_of(contexts: list[str], limit: int) -> list[str]:
+    """Sentences longer than 20 characters, each ending with a full stop, in order, at most `limit`."""
+    sentences: list[str] = []
+    for context in contexts:
+        for sentence in context.replace("\n", " ").split(". "):
+            text = sentence.strip()
+            if len(text) > 20:
+                sentences.append(text if text.endswith(".") else text + ".")
+            if len(sentences) >= limit:
+                return sentences
+    return sentences
+
+
+def calibration_texts(limit: int = DEFAULT_CALIBRATION_TEXTS) -> list[str]:
+    """Sentences of the built-in paragraphs: calibration text when the user gives none."""
+    contexts = list(dict.fromkeys(example.context for example in _examples()))
+    return sentences_of(contexts, limit)

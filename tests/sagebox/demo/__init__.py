@@ -1,0 +1,1 @@
+"""Tests of sagebox/demo/ (the demo models, their data and training)."""

@@ -1,0 +1,1 @@
+"""Tests of sagebox/pipeline/data/."""
