@@ -1,0 +1,1 @@
+"""Tests of container/generation/ (text generation: requests, sampling, detokenizing, stops, events)."""
