@@ -150,12 +150,12 @@ class Engine:
             return
         logits = self.decoder.forward(torch.tensor(tokens, dtype=torch.int64), segments, self.cache)
         self.steps += 1
-        for row, job in enumerate(producing):
-            if job is None:
+        for row, owner in enumerate(producing):
+            if owner is None:
                 continue
-            seen = torch.tensor([*job.prompt, *job.generated], dtype=torch.int64)
-            choice = job.sampler.choose(logits[row], seen)
-            self._emit(job, choice.token, choice.logprob)
+            seen = torch.tensor([*owner.prompt, *owner.generated], dtype=torch.int64)
+            choice = owner.sampler.choose(logits[row], seen)
+            self._emit(owner, choice.token, choice.logprob)
 
     # --- a sequence's end --------------------------------------------------------------------------------------------
 
