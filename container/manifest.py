@@ -17,9 +17,12 @@ SCHEMA_VERSION = 2
 
 Variant = Literal["fp32", "int8", "neuron"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
-Runtime = Literal["torchscript", "onnxruntime", "neuron"]
+# "torch": PyTorch eager from safetensors weights (the text-generation engine, container/generation/).
+Runtime = Literal["torchscript", "onnxruntime", "neuron", "torch"]
 # The tasks served, named as the Hugging Face pipelines that answer the same requests.
-Task = Literal["question-answering", "text-classification", "token-classification", "feature-extraction"]
+Task = Literal[
+    "question-answering", "text-classification", "token-classification", "feature-extraction", "text-generation"
+]
 TASKS: tuple[Task, ...] = get_args(Task)
 # What manifests of schema 1 called question answering (every model was extractive QA then).
 LEGACY_TASK_NAMES = {"extractive-qa": "question-answering"}
@@ -35,7 +38,7 @@ class ManifestError(ContainerError, ValueError):
 @dataclass(frozen=True, kw_only=True)
 class TokenizerSpec(Record):
     file: str = "tokenizer.json"
-    max_length: int = constrained(384, ge=8, le=4096)
+    max_length: int = constrained(384, ge=8, le=1 << 20)  # encoders' longest window; a decoder's context
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +115,21 @@ class PoolingSpec(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class GenerationSpec(Record):
+    """A decoder LLM: what the generation engine needs beyond its weights (container/generation/)."""
+
+    architecture: str  # config.json's model_type: llama, mistral, qwen2, gpt2, opt
+    config_file: str = "config.json"
+    context_length: int = constrained(ge=16)  # prompt plus generated tokens, at most
+    eos_token_ids: list[int] = constrained(min_length=1)
+    bos_token_id: int | None = None
+    # The tokenizer's chat template (Jinja) as a file of the directory; None: the Messages API is refused.
+    chat_template: str | None = None
+    # Prompts given as text are tokenized with the tokenizer's special tokens (Llama's BOS), as transformers does.
+    add_special_tokens: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest(Record):
     schema_version: int = SCHEMA_VERSION
     tool_version: str
@@ -130,6 +148,8 @@ class Manifest(Record):
     problem_type: ProblemType | None = None
     # Feature extraction only.
     pooling: PoolingSpec | None = None
+    # Text generation only.
+    generation: GenerationSpec | None = None
     files: dict[str, str]
 
     @classmethod
@@ -183,6 +203,15 @@ class Manifest(Record):
             raise ValueError("problem_type is recorded for (and only for) a text-classification model")
         if (self.task == "feature-extraction") != (self.pooling is not None):
             raise ValueError("pooling is recorded for (and only for) a feature-extraction model")
+        if (self.task == "text-generation") != (self.generation is not None):
+            raise ValueError("generation is recorded for (and only for) a text-generation model")
+        if (self.task == "text-generation") != (self.runtime == "torch"):
+            raise ValueError("a text-generation model runs on the torch runtime, and only it does")
+        spec = self.generation
+        if spec is not None:
+            for needed in (spec.config_file, spec.chat_template):
+                if needed is not None and needed not in self.files:
+                    raise ValueError(f"{needed!r} is not listed in files")
 
     def to_json(self) -> str:
         """Canonical text: sorted keys, so the same manifest is always the same bytes."""

@@ -1,0 +1,79 @@
+"""A text-generation model directory loaded for the engine: its shape, weights, tokenizer and chat template.
+
+The directory is what `sagebox build --task text-generation` writes and its manifest vouches for (container/
+manifest.py, GenerationSpec): transformers' config.json, the weights as safetensors under transformers' names, the
+tokenizer.json and, where the model has one, its chat template. Weights are read into float32 (FP32 artifacts; INT8
+and int4 weights are issue 39's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from container.generation.chat import ChatTemplate
+from container.generation.config import DecoderConfig, read_config
+from container.generation.decoder import Decoder
+from container.manifest import Manifest
+
+
+@dataclass
+class GenerationModel:
+    manifest: Manifest
+    config: DecoderConfig
+    decoder: Decoder
+    tokenizer: object  # tokenizers.Tokenizer
+    chat: ChatTemplate | None
+    special_ids: frozenset[int]
+    eos_ids: frozenset[int]
+
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)  # type: ignore[attr-defined]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))  # type: ignore[attr-defined]
+
+
+def _special_tokens(tokenizer: object, config: DecoderConfig) -> dict[str, str]:
+    """bos_token/eos_token (and the others a template may name) as text, from the ids the config gives."""
+    names: dict[str, str] = {}
+    for name, token_id in (("bos_token", config.bos_token_id), ("eos_token", next(iter(config.eos_token_ids), None))):
+        if token_id is not None:
+            text = tokenizer.id_to_token(token_id)  # type: ignore[attr-defined]
+            if text is not None:
+                names[name] = text
+    return names
+
+
+def load_generation_model(model_dir: Path, manifest: Manifest) -> GenerationModel:
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
+
+    spec = manifest.generation
+    if spec is None:
+        raise ValueError("not a text-generation manifest")
+    raw = json.loads((model_dir / spec.config_file).read_text(encoding="utf-8"))
+    config = read_config(raw)
+    bos = spec.bos_token_id if spec.bos_token_id is not None else config.bos_token_id
+    config = dataclasses.replace(config, eos_token_ids=tuple(spec.eos_token_ids), bos_token_id=bos)
+    weights = load_file(str(model_dir / manifest.model_file))
+    decoder = Decoder(config, weights)
+    del weights
+    tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
+    special = frozenset(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
+    chat = None
+    if spec.chat_template is not None:
+        source = (model_dir / spec.chat_template).read_text(encoding="utf-8")
+        chat = ChatTemplate(source, _special_tokens(tokenizer, config))
+    return GenerationModel(
+        manifest,
+        config,
+        decoder,
+        tokenizer,
+        chat,
+        special | frozenset(spec.eos_token_ids),
+        frozenset(spec.eos_token_ids),
+    )
