@@ -10,8 +10,9 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,13 +26,27 @@ from container.admission import Overloaded, TooLarge
 from container.env import ServerSettings
 from container.http_protocol import length_and_attributes
 from container.logs import ensure_logging
+from container.manifest import MANIFEST_NAME
 from container.priorities import yield_to_model
+from container.responses import (
+    CUSTOM_ATTRIBUTES,
+    ClientGone,
+    error_response,
+    json_response,
+    read_body,
+    retry_after_headers,
+    while_connected,
+)
 from container.service import DeadlineExceeded, InferenceService, ModelStatus, NotReady, ServiceError, TooManyWindows
 from container.tasks import InputTooLong
 
+if TYPE_CHECKING:
+    from container.generation.service import GenerationService
+
+TEXT_GENERATION = "text-generation"
+
 log = logging.getLogger("sagebox.server")
 
-CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 # Inputs (questions, texts) in one request.
 MAX_ITEMS = 64
 # Service refusals by kind. Through InvokeEndpoint a client sees any 4xx/5xx of ours as ModelError, carrying our status
@@ -45,12 +60,6 @@ _STATUS: dict[type[Exception], int] = {
     DeadlineExceeded: 504,
     InputTooLong: 400,
 }
-
-T = TypeVar("T")
-
-
-class ClientGone(Exception):
-    """The client closed the connection before its answer was ready."""
 
 
 class InFlight:
@@ -67,78 +76,6 @@ class InFlight:
         return self.cancelled + self.active
 
 
-def _json(
-    status: int,
-    body: bytes,
-    request: Request | None = None,
-    media: str = payload.JSON,
-    extra: dict[str, str] | None = None,
-) -> Response:
-    headers = dict(extra or {})
-    if request is not None and CUSTOM_ATTRIBUTES in request.headers:
-        headers[CUSTOM_ATTRIBUTES] = request.headers[CUSTOM_ATTRIBUTES]
-    return Response(body, status_code=status, media_type=media, headers=headers)
-
-
-def _error(status: int, message: str, request: Request | None = None, extra: dict[str, str] | None = None) -> Response:
-    return _json(status, payload.error_body(status, message), request, extra=extra)
-
-
-def _retry_after(exc: Exception) -> dict[str, str] | None:
-    """`Retry-After` for a 503 a retry can cure (at capacity, loading, shutting down): the seconds the refusal
-    priced. Clients that back off on it (the invoke scripts; the box's gateway passes it on with the ModelError)
-    keep a retry storm from costing the model its CPU."""
-    seconds = getattr(exc, "retry_after_s", None)
-    return None if seconds is None else {"Retry-After": str(seconds)}
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            declared_size = int(declared)
-        except ValueError:
-            raise payload.PayloadError(400, "Content-Length is not an integer") from None
-        if declared_size > limit:
-            raise payload.PayloadError(413, f"body of {declared_size} bytes exceeds the {limit}-byte limit")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise payload.PayloadError(413, f"body exceeds the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Returns once the client has gone (the body is read by then, so nothing else arrives)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _while_connected(request: Request, work: Awaitable[T]) -> T:
-    """`work`'s result, or ClientGone (and `work` cancelled) as soon as the client disconnects.
-
-    The watch is ASGI's own signal: after the body, `receive()` returns `http.disconnect` once the connection
-    closes (Starlette's streaming responses watch the same way); uvicorn does not cancel a handler by itself.
-    """
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request.receive))
-    try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        if not task.done():
-            task.cancel()
-    if watcher.done() and not watcher.cancelled():
-        watcher.exception()  # a receive() that failed also means the client is gone; retrieved, so never logged
-    if task.cancelled() or not task.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await task  # let the service take its queued work back before answering
-        raise ClientGone
-    return task.result()
-
-
 class RefuseUnread:
     """ASGI middleware in front of the app: a POST /invocations that cannot fit behind the queued work, priced by its
     Content-Length, is refused (503, Retry-After, the same JSON reason) before its body is read or a Request, route
@@ -146,7 +83,7 @@ class RefuseUnread:
     then lacks (docs/serving.md, Admission control, gives the measured cost of both paths). Everything else, and a
     request without a Content-Length, goes to the app."""
 
-    def __init__(self, app: Starlette, service: InferenceService) -> None:
+    def __init__(self, app: Starlette, service: InferenceService | GenerationService) -> None:
         self.app = app
         self.service = service
         self.state = app.state
@@ -178,9 +115,21 @@ class RefuseUnread:
         await self.app(scope, receive, send)
 
 
+def _generates(model_dir: Path) -> bool:
+    """Whether the model directory holds a text-generation model (its manifest says so); anything unreadable goes
+    to the encoders' service, whose loading reports why."""
+    path = model_dir / MANIFEST_NAME
+    if not path.is_file():  # not there yet, or not a plain file (never block the server's start on reading it)
+        return False
+    try:
+        return bool(json.loads(path.read_text(encoding="utf-8")).get("task") == TEXT_GENERATION)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def create_app(
     settings: ServerSettings | None = None,
-    service: InferenceService | None = None,
+    service: InferenceService | GenerationService | None = None,
     in_flight: InFlight | None = None,
 ) -> RefuseUnread:
     """The app; `service` defaults to one built from `settings` (and started by the lifespan), `in_flight` counts
@@ -189,14 +138,19 @@ def create_app(
     ensure_logging(settings.log_level)
     if service is None:  # a real server: its HTTP thread yields the CPU to the model
         favour_model = functools.partial(yield_to_model, settings.http_nice)
-        service = InferenceService(settings, on_inference_thread=favour_model)
+        if _generates(settings.model_dir):
+            from container.generation.service import GenerationService
+
+            service = GenerationService(settings, on_inference_thread=favour_model)
+        else:
+            service = InferenceService(settings, on_inference_thread=favour_model)
     requests = in_flight or InFlight()
 
     async def ping(request: Request) -> Response:
         if service.status is ModelStatus.READY:
-            return _json(200, b'{"status": "ready"}')
+            return json_response(200, b'{"status": "ready"}')
         body = {"status": service.status.value, "message": service.reason or "model is loading"}
-        return _json(503, json.dumps(body).encode())
+        return json_response(503, json.dumps(body).encode())
 
     async def invocations(request: Request) -> Response:
         requests.active += 1
@@ -211,41 +165,45 @@ def create_app(
         return response
 
     async def _invoke(request: Request) -> Response:
+        if not isinstance(service, InferenceService):
+            from container.generation.http import invoke
+
+            return await invoke(request, service, settings)
         arrived = service.clock.now()
         try:
             service.check_ready()
             fmt_in = payload.request_format(request.headers.get("content-type"))
             fmt_out = payload.response_format(request.headers.get("accept"))
-            body = await _read_body(request, settings.max_body_bytes)
+            body = await read_body(request, settings.max_body_bytes)
             task = service.task
             parsed = payload.parse_request(body, fmt_in, MAX_ITEMS, task)
-            answers = await _while_connected(request, service.answer(parsed, arrived, len(body)))
+            answers = await while_connected(request, service.answer(parsed, arrived, len(body)))
             rendered, notes = task.render(parsed.items, answers, parsed.batch, parsed.parameters)
         except payload.PayloadError as exc:
-            return _error(exc.status, str(exc), request)
+            return error_response(exc.status, str(exc), request)
         except (ServiceError, Overloaded, TooLarge, InputTooLong) as exc:
             status = next((_STATUS[kind] for kind in type(exc).__mro__ if kind in _STATUS), 500)
-            return _error(status, str(exc), request, _retry_after(exc))
+            return error_response(status, str(exc), request, retry_after_headers(exc))
         except (ClientDisconnect, ClientGone):
-            return _error(400, "client disconnected", request)  # nobody reads it; the work was dropped
+            return error_response(400, "client disconnected", request)  # nobody reads it; the work was dropped
         except Exception:
             log.exception("unhandled error in /invocations")
-            return _error(500, "internal error while answering; see the server log", request)
+            return error_response(500, "internal error while answering; see the server log", request)
         media = payload.JSON_LINES if fmt_out == payload.JSON_LINES else payload.JSON
-        return _json(200, payload.render(rendered, parsed.batch, fmt_out), request, media, notes.headers())
+        return json_response(200, payload.render(rendered, parsed.batch, fmt_out), request, media, notes.headers())
 
     async def stats(request: Request) -> Response:
         body = service.stats()
         body["in_flight"] = requests.active
-        return _json(200, json.dumps(body).encode())
+        return json_response(200, json.dumps(body).encode())
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
-        return _error(status, f"{request.method} {request.url.path}: {payload.reason(status).lower()}")
+        return error_response(status, f"{request.method} {request.url.path}: {payload.reason(status).lower()}")
 
     async def server_error(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
-        return _error(500, "internal error; see the server log")
+        return error_response(500, "internal error; see the server log")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -37,6 +37,15 @@ HTTP_NICE = "SAGEBOX_HTTP_NICE"
 # processes get one bound by their launcher, so no other process can take the port between choosing and binding it.
 LISTEN_FD = "SAGEBOX_LISTEN_FD"
 
+# Text generation (container/generation/), under the names TGI's container reads on SageMaker
+# (https://huggingface.co/docs/text-generation-inference/en/reference/launcher), so an endpoint configured for TGI
+# means the same here. 0 (or unset) derives the value from the model and the memory (container/generation/limits.py).
+MAX_TOTAL_TOKENS = "MAX_TOTAL_TOKENS"  # prompt plus generated tokens of one request
+MAX_BATCH_TOTAL_TOKENS = "MAX_BATCH_TOTAL_TOKENS"  # tokens the key/value cache holds over all running sequences
+MAX_BATCH_PREFILL_TOKENS = "MAX_BATCH_PREFILL_TOKENS"  # prompt tokens prefilled per step (chunked prefill)
+MAX_CONCURRENT_REQUESTS = "MAX_CONCURRENT_REQUESTS"  # generations running or waiting; more are refused (503)
+DEFAULT_MAX_NEW_TOKENS = "SAGEBOX_DEFAULT_MAX_NEW_TOKENS"  # generated when a request names no limit
+
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image's unprivileged account (container/Dockerfile): a root server drops to it once the model is loaded.
 DEFAULT_SERVICE_USER = "sagebox"
@@ -168,6 +177,12 @@ class ServerSettings:
     listen_fd: int | None = None
     # The nice value the HTTP thread adds to its own once the inference thread runs (0: none; container/priorities.py).
     http_nice: int = 0
+    # Text generation; 0: derived from the model and the memory.
+    max_total_tokens: int = 0
+    max_batch_total_tokens: int = 0
+    max_batch_prefill_tokens: int = 256
+    max_concurrent_requests: int = 128
+    default_max_new_tokens: int = 256
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -200,4 +215,9 @@ class ServerSettings:
             service_user=_user(env, SERVICE_USER, DEFAULT_SERVICE_USER),
             listen_fd=_int(env, LISTEN_FD, -1, 0) if env.get(LISTEN_FD, "").strip() else None,
             http_nice=_int(env, HTTP_NICE, DEFAULT_HTTP_NICE, 0, 19),
+            max_total_tokens=_int(env, MAX_TOTAL_TOKENS, 0, 0),
+            max_batch_total_tokens=_int(env, MAX_BATCH_TOTAL_TOKENS, 0, 0),
+            max_batch_prefill_tokens=_int(env, MAX_BATCH_PREFILL_TOKENS, 256, 1),
+            max_concurrent_requests=_int(env, MAX_CONCURRENT_REQUESTS, 128, 1),
+            default_max_new_tokens=_int(env, DEFAULT_MAX_NEW_TOKENS, 256, 1),
         )

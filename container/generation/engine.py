@@ -15,6 +15,7 @@ hands their events to the event loop (container/generation/service.py).
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from container.generation.detokenize import Decode, Detokenizer
 from container.generation.events import EOS, LENGTH, STOP, Outcome, Token
 from container.generation.sampling import Sampler
 from container.generation.stops import StopWatcher
+
+log = logging.getLogger("sagebox.server")
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Job:
     on_done: Callable[[Outcome], None]
     deadline: float | None = None  # on the engine's clock; past it the answer is the tokens so far
     eos: frozenset[int] = frozenset()
+    on_failed: Callable[[str], None] | None = None  # the model raised: the generation ends with this reason
     # state, the engine's own
     slot: int = -1
     prefilled: int = 0
@@ -112,7 +116,21 @@ class Engine:
                     self._wake.wait()
                 if self._closed:
                     return
-            self.step()
+            try:
+                self.step()
+            except Exception as exc:  # a model failure ends what it touched, never the thread
+                log.exception("generation step failed")
+                self._fail_all(f"the model failed: {type(exc).__name__}: {exc}")
+
+    def _fail_all(self, reason: str) -> None:
+        with self._wake:
+            jobs = [*self.running, *self.waiting]
+            self.waiting.clear()
+        for job in jobs:
+            self._retire(job)
+            job.finished = True
+            if job.on_failed is not None and not job.cancelled:
+                job.on_failed(reason)
 
     def step(self) -> None:
         """One iteration: retire what ended, admit into free slots, prefill a chunk, decode one token each."""
@@ -173,27 +191,26 @@ class Engine:
             if job.stops.stopped is not None:
                 finish = STOP
         # The last token carries the held text with it; an EOS token that releases text is not skipped by clients
-        # that drop special tokens' text.
-        self._deliver(job, Token(token, released, logprob, special and not released))
-        if finish is not None:
-            self._finish(job, finish)
+        # that drop special tokens' text. It is delivered with the outcome, not on its own.
+        chosen = Token(token, released, logprob, special and not released)
+        job.tokens.append(chosen)
+        job.text += chosen.text
+        if finish is None:
+            job.on_token(chosen)
+        else:
+            self._finish(job, finish, chosen)
 
     def _tail(self, job: Job) -> str:
         return job.stops.push(job.detokenizer.flush()) + job.stops.flush()
 
-    def _deliver(self, job: Job, token: Token) -> None:
-        job.tokens.append(token)
-        job.text += token.text
-        job.on_token(token)
-
-    def _finish(self, job: Job, reason: str) -> None:
+    def _finish(self, job: Job, reason: str, final: Token | None = None) -> None:
         """The sequence leaves the batch. At a deadline no token carries the held text: it is in `Outcome.text` alone
         (the service streams what the tokens did not)."""
-        if reason == LENGTH and not job.finished and len(job.generated) < job.max_new_tokens:
+        if final is None:
             job.text += self._tail(job)
         job.finished = True
         self._retire(job)
-        job.on_done(Outcome(job.text, reason, tuple(job.tokens), len(job.prompt), job.sampler.seed))
+        job.on_done(Outcome(job.text, reason, tuple(job.tokens), len(job.prompt), job.sampler.seed, final))
 
     def _retire(self, job: Job) -> None:
         if job in self.running:
@@ -212,6 +229,7 @@ def new_job(
     on_done: Callable[[Outcome], None],
     eos: frozenset[int],
     deadline: float | None = None,
+    on_failed: Callable[[str], None] | None = None,
 ) -> Job:
     return Job(
         list(prompt),
@@ -223,4 +241,5 @@ def new_job(
         on_done,
         deadline,
         eos,
+        on_failed,
     )

@@ -43,6 +43,13 @@ class Outcome:
     tokens: tuple[Token, ...]
     input_length: int  # prompt tokens
     seed: int | None
+    # The token that ended the generation, delivered with this outcome instead of on its own (TGI's last event is
+    # that token with the details); None when something else ended it (a deadline).
+    final_token: Token | None = None
+
+    def unstreamed(self, streamed_text: str) -> str:
+        """What of the text no event carried yet (a deadline's held characters), given what was streamed."""
+        return self.text[len(streamed_text) :] if self.text.startswith(streamed_text) else ""
 
 
 def sse(data: Any) -> bytes:

@@ -125,6 +125,7 @@ class GenerationRequest:
     model: str = ""  # CHAT: echoed in the answer
     include_usage: bool = False  # CHAT: a last chunk with token counts (stream_options.include_usage)
     sampling_named: tuple[str, ...] = field(default=())  # the sampling fields the request set (for details)
+    explicit_max_new: bool = False  # the request named its limit (else the default, cut to what the prompt leaves)
 
 
 def parse_request(body: Any, limits: Limits) -> GenerationRequest:
@@ -176,6 +177,7 @@ def _tgi(body: Mapping[str, Any], limits: Limits) -> GenerationRequest:
         prompt=prompt,
         messages=(),
         max_new_tokens=max_new,
+        explicit_max_new="max_new_tokens" in raw,
         stop=stop,
         sampling=sampling,
         stream=_bool(body, "stream", False),
@@ -217,6 +219,7 @@ def _chat(body: Mapping[str, Any], limits: Limits) -> GenerationRequest:
         prompt="",
         messages=messages,
         max_new_tokens=max_new,
+        explicit_max_new=name in raw,
         stop=_stops(raw.get("stop"), "stop", limits),
         sampling=sampling,
         stream=_bool(raw, "stream", False),

@@ -68,6 +68,9 @@ class Collect:
 
     def _done(self, outcome: Outcome) -> None:
         assert self.outcome is None, "a generation ends once"
+        if outcome.final_token is not None:  # the last token comes with the outcome
+            assert outcome.tokens[-1] == outcome.final_token
+            self.tokens.append(outcome.final_token)
         self.outcome = outcome
 
 
