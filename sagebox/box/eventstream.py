@@ -8,6 +8,7 @@ framing botocore's eventstream parser reads). Pure encoding: no I/O.
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 
@@ -33,4 +34,19 @@ def payload_part(chunk: bytes) -> bytes:
     """One PayloadPart event of the ResponseStream union: the chunk is the event's payload (`Bytes`)."""
     return message(
         {":event-type": "PayloadPart", ":content-type": "application/octet-stream", ":message-type": "event"}, chunk
+    )
+
+
+def model_stream_error(message: str, error_code: str = "StreamBroken") -> bytes:
+    """The ModelStreamError event that ends a stream whose container failed after it began (botocore raises it from
+    the event stream as an EventStreamError with this code): "An error occurred while streaming the response body.
+    This error can have the following error codes: ModelInvocationTimeExceeded, StreamBroken"
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_ResponseStream.html)."""
+    payload = json.dumps({"Message": message, "ErrorCode": error_code}).encode()
+    return message_of_exception("ModelStreamError", payload)
+
+
+def message_of_exception(kind: str, payload: bytes) -> bytes:
+    return message(
+        {":message-type": "exception", ":exception-type": kind, ":content-type": "application/json"}, payload
     )

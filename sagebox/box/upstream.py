@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -41,10 +42,14 @@ class UpstreamResponse:
     status_code: int
     headers: dict[str, str] = field(default_factory=dict)  # lower-case names
     body: bytes = b""
+    # post_stream's answers: the body's chunks as they arrive (`body` stays empty); UpstreamError if it breaks.
+    stream: AsyncIterator[bytes] | None = None
 
 
 class Upstream(Protocol):
     async def post(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse: ...
+
+    async def post_stream(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse: ...
 
     async def aclose(self) -> None: ...
 
@@ -56,6 +61,7 @@ class _ResponseReader:
         self.response = UpstreamResponse(0)
         self.chunks: list[bytes] = []
         self.complete = False
+        self.headers_complete = False
         self.keep_alive = True
         self.parser = httptools.HttpResponseParser(self)
 
@@ -65,6 +71,7 @@ class _ResponseReader:
     def on_headers_complete(self) -> None:
         self.response.status_code = self.parser.get_status_code()
         self.keep_alive = self.parser.should_keep_alive()
+        self.headers_complete = True
 
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
@@ -152,6 +159,81 @@ class HttpUpstream:
         if not collector.complete:
             raise UpstreamUnavailable("upstream closed the connection before a complete response", got_bytes)
         return collector.response, collector.keep_alive
+
+    async def post_stream(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
+        """As `post`, but returned once the status and headers are in: `stream` yields the body's chunks as the
+        server writes them (chunked encoding decoded), each within the timeout of the one before. The connection
+        goes back to the pool only when the body ended cleanly."""
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise UpstreamError(f"unsupported upstream URL {base_url!r}: http://host:port only")
+        key = (parts.hostname, parts.port or 80)
+        head = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}", f"Content-Length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        while True:
+            connection = self._idle[key].pop() if self._idle[key] else await self._connect(key)
+            collector = _ResponseReader()
+            try:
+                connection.writer.write(request)
+                await connection.writer.drain()
+                await asyncio.wait_for(self._read_until(connection, collector, headers_only=True), self.timeout_s)
+            except TimeoutError:
+                connection.close()
+                raise UpstreamTimeout(f"no response from {base_url} within {self.timeout_s:g} s") from None
+            except UpstreamUnavailable as exc:
+                connection.close()
+                if connection.used and not exc.got_bytes:
+                    continue
+                raise
+            except BaseException:
+                connection.close()
+                raise
+            response = collector.response
+            response.stream = self._body(key, connection, collector, base_url)
+            return response
+
+    async def _read_until(self, connection: _Connection, collector: _ResponseReader, headers_only: bool) -> bool:
+        """Feed the parser until the headers (or the whole message) are in; whether any byte arrived."""
+        got_bytes = False
+        try:
+            while not (collector.headers_complete if headers_only else collector.complete):
+                data = await connection.reader.read(READ_CHUNK)
+                if not data:
+                    break
+                got_bytes = True
+                collector.parser.feed_data(data)
+                if not headers_only:
+                    return True  # one read's worth of body: the caller passes it on
+        except (OSError, httptools.HttpParserError) as exc:
+            raise UpstreamUnavailable(f"upstream broke the exchange: {exc or type(exc).__name__}", got_bytes) from None
+        if not (collector.headers_complete if headers_only else collector.complete):
+            raise UpstreamUnavailable("upstream closed the connection before a complete response", got_bytes)
+        return got_bytes
+
+    async def _body(
+        self, key: tuple[str, int], connection: _Connection, collector: _ResponseReader, base_url: str
+    ) -> AsyncIterator[bytes]:
+        clean = False
+        try:
+            while True:
+                if collector.chunks:
+                    chunks, collector.chunks = collector.chunks, []
+                    for chunk in chunks:
+                        yield chunk
+                if collector.complete:
+                    clean = True
+                    return
+                try:
+                    await asyncio.wait_for(self._read_until(connection, collector, headers_only=False), self.timeout_s)
+                except TimeoutError:
+                    raise UpstreamTimeout(f"{base_url} sent nothing for {self.timeout_s:g} s mid-answer") from None
+        finally:
+            if clean and collector.keep_alive and len(self._idle[key]) < MAX_IDLE_PER_HOST:
+                connection.used = True
+                self._idle[key].append(connection)
+            else:
+                connection.close()
 
     async def aclose(self) -> None:
         for connections in self._idle.values():

@@ -37,13 +37,21 @@ class Forwarder:
         self.client = client
         self._timer = timer
 
-    async def forward(self, url: str | None, body: bytes, headers: dict[str, str]) -> Forwarded:
-        """POST /invocations to the instance at `url` (None: there is none); `model_s` is the container's time."""
+    async def forward(self, url: str | None, body: bytes, headers: dict[str, str], stream: bool = False) -> Forwarded:
+        """POST /invocations to the instance at `url` (None: there is none); `model_s` is the container's time
+        (with `stream`, to its first byte: the answer's body then arrives through `response.stream`, except for an
+        error status, whose body is read whole)."""
         if url is None:
             return Forwarded(None, error="no-instance")
         sent = self._timer()
         try:
-            response = await self.client.post(url, "/invocations", body, headers)
+            if stream:
+                response = await self.client.post_stream(url, "/invocations", body, headers)
+                if response.status_code >= 400 and response.stream is not None:
+                    response.body = b"".join([chunk async for chunk in response.stream])
+                    response.stream = None
+            else:
+                response = await self.client.post(url, "/invocations", body, headers)
         except UpstreamTimeout:
             return Forwarded(url, error="timeout")
         except UpstreamUnavailable as exc:

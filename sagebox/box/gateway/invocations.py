@@ -10,10 +10,10 @@ answer as an event stream of PayloadPart events (sagebox.box.eventstream).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from sagebox.box import async_inference as aio
 from sagebox.box import data_capture, eventstream, runtime_params
@@ -25,6 +25,7 @@ from sagebox.box.gateway.picking import Choice, Picker
 from sagebox.box.gateway.shadowing import Mirror, Production
 from sagebox.box.invocation_metrics import SERVER_ERROR
 from sagebox.box.routes import RouteTable
+from sagebox.box.upstream import UpstreamError, UpstreamTimeout
 
 
 class Invoker:
@@ -61,8 +62,8 @@ class Invoker:
     async def answer(self, request: Request, stream: bool) -> Response:
         """InvokeEndpoint, or with `stream` InvokeEndpointWithResponseStream: the same request to the container,
         whose answer then goes back as an event stream of PayloadPart events (its Accept header is
-        X-Amzn-SageMaker-Accept). The box reads the container's answer whole, so the stream carries it as one part;
-        errors before the answer are the same as InvokeEndpoint's."""
+        X-Amzn-SageMaker-Accept), one per chunk the container writes, as it writes them; errors before the answer
+        are the same as InvokeEndpoint's."""
         timer, pick, meter, cold = self._timer, self._pick, self._meter, self._cold
         started = timer()
         name = request.path_params["name"]
@@ -105,6 +106,7 @@ class Invoker:
             self._mirror.send(route, choice.config, copies, body, headers) if copies else None
         )
         status, latency, out = 503, 0.0, b""
+        handed_off = False
         try:
             cold_s: float | None = None
             if is_serverless and (url is None or variant.cold):
@@ -120,7 +122,7 @@ class Invoker:
                     )
                 choice = Choice(choice.config, warm, len(warm.urls))
                 url = pick.url(route, warm)
-            result = await self._forwarder.forward(url, body, headers)
+            result = await self._forwarder.forward(url, body, headers, stream)
             if result.error == "unavailable" and is_serverless and cold_s is None:
                 # Scaled to zero between reading the route and the call: wait for the cold start, once.
                 waited = timer()
@@ -128,7 +130,7 @@ class Invoker:
                 cold_s = timer() - waited
                 if warm is not None:
                     choice = Choice(choice.config, warm, len(warm.urls))
-                    result = await self._forwarder.forward(warm.urls[0], body, headers)
+                    result = await self._forwarder.forward(warm.urls[0], body, headers, stream)
             if cold_s is not None:
                 dims = {"EndpointName": name, "VariantName": variant.name}
                 meter.add(meter.datum(MODEL_SETUP_TIME, dims, round(cold_s * 1e6, 1), "Microseconds"))
@@ -161,11 +163,39 @@ class Invoker:
                 )
             if stream:
                 out_headers[wire.STREAM_CONTENT_TYPE] = content_type
+                if upstream.stream is not None:
+                    # Each chunk the container writes goes out as a PayloadPart as it arrives; what is settled at
+                    # the answer's end (the capture, a serverless slot, a shadow's comparison) is settled then.
+                    def settle(whole: bytes) -> None:
+                        if is_serverless:
+                            cold.release(key)
+                        if production is not None and not production.done():
+                            production.set_result((choice.variant.name, status, latency, whole))
+
+                    handed_off = True
+                    relay = self._relay(upstream.stream, settle)
+                    return StreamingResponse(relay, status_code=200, media_type=wire.EVENT_STREAM, headers=out_headers)
                 parts = eventstream.payload_part(upstream.body) if upstream.body else b""
                 return Response(parts, status_code=200, media_type=wire.EVENT_STREAM, headers=out_headers)
             return Response(upstream.body, status_code=200, media_type=content_type, headers=out_headers)
         finally:
-            if is_serverless:
-                cold.release(key)
-            if production is not None and not production.done():
-                production.set_result((choice.variant.name, status, latency, out))
+            if not handed_off:
+                if is_serverless:
+                    cold.release(key)
+                if production is not None and not production.done():
+                    production.set_result((choice.variant.name, status, latency, out))
+
+    async def _relay(self, chunks: AsyncIterator[bytes], settle: Callable[[bytes], None]) -> AsyncIterator[bytes]:
+        """PayloadPart events as the container's chunks arrive; a container that fails mid-answer (its connection
+        breaks, or it falls silent past the timeout) ends the stream with ModelStreamError, as SageMaker does."""
+        received: list[bytes] = []
+        try:
+            async for chunk in chunks:
+                received.append(chunk)
+                yield eventstream.payload_part(chunk)
+        except UpstreamTimeout as exc:
+            yield eventstream.model_stream_error(str(exc), "ModelInvocationTimeExceeded")
+        except UpstreamError as exc:
+            yield eventstream.model_stream_error(f"The model container's response stream broke: {exc}")
+        finally:
+            settle(b"".join(received))

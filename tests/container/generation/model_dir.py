@@ -34,8 +34,8 @@ def character_tokenizer() -> Tokenizer:
     return tokenizer
 
 
-def write_model_dir(out: Path, kind: str = "llama", seed: int = 0, chat: bool = True) -> Path:
-    model: Any = tiny_decoder(kind, seed)
+def write_model_dir(out: Path, kind: str = "llama", seed: int = 0, chat: bool = True, context: int = 256) -> Path:
+    model: Any = tiny_decoder(kind, seed, context)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(model.config.to_dict()))
     weights = {name: tensor.detach().clone().contiguous() for name, tensor in model.state_dict().items()}

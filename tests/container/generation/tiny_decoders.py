@@ -9,9 +9,10 @@ import torch
 VOCAB = 96
 
 
-def tiny_decoder(kind: str, seed: int = 0) -> Any:
+def tiny_decoder(kind: str, seed: int = 0, context: int = 256) -> Any:
     """A transformers *ForCausalLM in eval mode: llama (GQA), qwen2 (qkv biases), gpt2, opt, opt-proj (OPT with
-    project_in/out) and opt-post (OPT-350m's LayerNorm after each block)."""
+    project_in/out) and opt-post (OPT-350m's LayerNorm after each block). `context` sets llama/qwen2's positions
+    (RoPE: no weights grow with it)."""
     import transformers as t
 
     torch.manual_seed(seed)
@@ -23,7 +24,7 @@ def tiny_decoder(kind: str, seed: int = 0) -> Any:
         model_class = t.LlamaForCausalLM if kind == "llama" else t.Qwen2ForCausalLM
         config = config_class(
             hidden_size=48, intermediate_size=96, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
-            max_position_embeddings=256, tie_word_embeddings=kind == "qwen2", **common,
+            max_position_embeddings=context, tie_word_embeddings=kind == "qwen2", **common,
         )  # fmt: skip
         model = model_class(config)
     elif kind == "gpt2":

@@ -44,6 +44,9 @@ class StandInUpstream:
     calls: list[tuple[str, bytes]] = field(default_factory=list)
     waiting: Counter[str] = field(default_factory=Counter)
 
+    async def post_stream(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
+        return await self.post(base_url, path, body, headers)  # answered whole: its body is one part
+
     async def post(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
         self.calls.append((base_url, body))
         gate = self.gates.get(base_url)

@@ -109,6 +109,9 @@ class Upstream:
     takes: float = 0.0
     calls: list[tuple[str, str, bytes, dict[str, str]]] = field(default_factory=list)
 
+    async def post_stream(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
+        return await self.post(base_url, path, body, headers)  # answered whole: its body is one part
+
     async def post(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
         self.calls.append((base_url, path, body, headers))
         self.clock.t += self.takes
