@@ -249,19 +249,7 @@ class Decoder:
         out = torch.empty(n, c.heads, c.head_dim)
         gqa = c.kv_heads != c.heads
         if singles:
-            rows = offsets[torch.tensor(singles)]
-            longest = max(segments[i].start for i in singles) + 1
-            query = torch.zeros(cache.slots, c.heads, 1, c.head_dim)
-            mask = torch.zeros(cache.slots, 1, 1, longest, dtype=torch.bool)
-            mask[:, :, :, 0] = True  # rows of idle slots attend to something: a fully masked row would be NaN
-            for i, row in zip(singles, rows.tolist(), strict=True):
-                segment = segments[i]
-                query[segment.slot, :, 0] = q[row]
-                mask[segment.slot, 0, 0, : segment.start + 1] = True
-            attended = F.scaled_dot_product_attention(
-                query, keys[:, :, :longest], values[:, :, :longest], attn_mask=mask, enable_gqa=gqa
-            )
-            out[rows] = attended[torch.tensor([segments[i].slot for i in singles]), :, 0]
+            out[offsets[torch.tensor(singles)]] = self._decode_attention(q, keys, values, segments, singles, offsets)
         for i, segment in enumerate(segments):
             if segment.length == 1:
                 continue
@@ -270,7 +258,40 @@ class Decoder:
             query = q[begin:end].transpose(0, 1)[None]  # [1, heads, length, head_dim]
             key = keys[segment.slot, :, :total][None]
             value = values[segment.slot, :, :total][None]
-            allowed = torch.arange(total)[None, :] <= torch.arange(segment.start, total)[:, None]
-            attended = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, enable_gqa=gqa)
+            if segment.start == 0:  # the whole prompt at once: the causal kernel needs no mask
+                attended = F.scaled_dot_product_attention(query, key, value, is_causal=True, enable_gqa=gqa)
+            else:
+                allowed = torch.arange(total)[None, :] <= torch.arange(segment.start, total)[:, None]
+                attended = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, enable_gqa=gqa)
             out[begin:end] = attended[0].transpose(0, 1)
         return F.linear(out.reshape(n, c.heads * c.head_dim), *layer.out)
+
+    def _decode_attention(
+        self,
+        q: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        segments: Sequence[Segment],
+        singles: Sequence[int],
+        offsets: torch.Tensor,
+    ) -> torch.Tensor:
+        """One query token per sequence against its slot's cache, for every one-token segment at once: matmuls over
+        the cache's slots up to the highest in use and positions up to the longest (views, no copy), each slot
+        masked to its own length. Grouped-query heads share their key/value head by a reshape, not a copy. (SDPA's
+        CPU kernel with a mask measured 4.5 ms a call here for 16 slots of 100 tokens; these matmuls a fraction.)"""
+        c = self.config
+        group = c.heads // c.kv_heads
+        slots = [segments[i].slot for i in singles]
+        lengths = [segments[i].start + 1 for i in singles]
+        top, longest = max(slots) + 1, max(lengths)
+        query = q.new_zeros(top, c.kv_heads, group, c.head_dim)
+        index = torch.tensor(slots)
+        query[index] = q[offsets[torch.tensor(singles)]].view(len(singles), c.kv_heads, group, c.head_dim)
+        scores = torch.matmul(query, keys[:top, :, :longest].transpose(-1, -2)) * (c.head_dim**-0.5)
+        visible = torch.zeros(top, longest, dtype=torch.bool)
+        for slot, length in zip(slots, lengths, strict=True):
+            visible[slot, :length] = True
+        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+        weights = torch.softmax(scores, dim=-1).nan_to_num_(0.0)  # idle slots' rows are all masked
+        attended = torch.matmul(weights, values[:top, :, :longest])  # [top, kv_heads, group, head_dim]
+        return attended[index].reshape(len(singles), c.heads, c.head_dim)
