@@ -1,5 +1,5 @@
 """`sagebox build`: FP32, INT8 (accuracy-gated) and Neuron artifacts from one model (a folder or a Hub id, any
-task), packaged for CDK."""
+task), packaged for CDK; a decoder LLM (text-generation, also from a GGUF file): its FP32 artifact and perplexity."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from sagebox.cli.model_options import EXIT_GATE_FAILED, add_gate_options, add_mo
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "build",
-        help="quantize, compile and package a model into <out>/{fp32,int8,neuron}/model.tar.gz",
+        help="quantize, compile and package a model into <out>/{fp32,int8,neuron}/model.tar.gz (text-generation: "
+        "<out>/fp32 only, with its perplexity)",
     )
     add_model_options(p)
     add_gate_options(p)
@@ -58,6 +59,12 @@ def run(args: argparse.Namespace) -> int:
     if where is not None:
         pinned = f" @ {where.revision}" if where.revision else ""
         out.print(f"{artifacts.task} model {where.name}{pinned} ({where.architecture}, license {where.license})")
+    perplexity = artifacts.quantize_report.get("perplexity")
+    if isinstance(perplexity, dict):
+        out.print(
+            f"perplexity {perplexity['perplexity']:.3f} on {perplexity['data']} ({perplexity['tokens']} tokens, "
+            f"windows of {perplexity['context']} every {perplexity['stride']})"
+        )
     for variant, tarball in artifacts.tarballs.items():
         out.print(f"{variant:>6}: {tarball} ({tarball.stat().st_size / 1e6:.1f} MB)")
     out.print("next: `npx cdk deploy --all` (after `npx cdk bootstrap`), or try them locally with `sagebox up`")

@@ -1,4 +1,5 @@
-"""`sagebox evaluate`: a model directory's accuracy on labelled data of its task, through the serving predictor."""
+"""`sagebox evaluate`: a model directory's accuracy on labelled data of its task, through the serving predictor (a
+text-generation model: its perplexity, through the serving engine)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--data",
         type=Path,
-        required=True,
         help="labelled data: SQuAD v1.1 JSON (question-answering), JSON Lines/CSV text,label (text-classification), "
-        "JSON Lines text+entities (token-classification), JSON Lines query+positive (feature-extraction)",
+        "JSON Lines text+entities (token-classification), JSON Lines query+positive (feature-extraction); texts for "
+        "text-generation's perplexity (.txt lines, JSON Lines or CSV; default: Sagebox's built-in held-out text)",
     )
     p.add_argument("--threads", type=int, default=None, help="inference threads (default: all CPUs)")
     p.add_argument("--predictions", type=Path, help="also write {question id: answer} JSON here")

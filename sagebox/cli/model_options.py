@@ -10,8 +10,9 @@ from pathlib import Path
 EXIT_GATE_FAILED = 3
 
 TASK_HELP = (
-    "question-answering, text-classification, token-classification or feature-extraction (default: what the "
-    "folder's architecture or sentence-transformers files say)"
+    "question-answering, text-classification, token-classification, feature-extraction or text-generation (a "
+    "decoder LLM: llama, mistral, qwen2, gpt2 or opt; `sagebox build` only) (default: what the folder's architecture "
+    "or sentence-transformers files say)"
 )
 EVAL_HELP = (
     "labelled data for the INT8 accuracy gate: SQuAD v1.1 JSON (question-answering); JSON Lines or CSV of text,label "
@@ -25,8 +26,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         required=True,
-        help="a Hugging Face model folder, or a Hub id org/name[@revision] (downloaded with huggingface_hub: "
-        "HF_HOME, HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE apply)",
+        help="a Hugging Face model folder, a Hub id org/name[@revision] (downloaded with huggingface_hub: "
+        "HF_HOME, HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE apply), or a decoder LLM's .gguf file (text-generation)",
     )
     p.add_argument("--task", help=TASK_HELP)
 

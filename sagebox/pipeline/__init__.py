@@ -1,8 +1,9 @@
 """The build pipeline: a Hugging Face encoder (a folder or a Hub id) in, SageMaker model artifacts out.
 
-Four encoder tasks go through it today: extractive question answering, text classification, token classification
-and sentence embeddings (text generation is next). Its stages are subpackages, listed in the order a build runs;
-each may import the stages above it and none below (tests/test_layering.py):
+Four encoder tasks go through it: extractive question answering, text classification, token classification and
+sentence embeddings; and text generation (a decoder LLM from a folder, a Hub id or a GGUF file: an FP32 directory for
+the serving engine, with its perplexity; no INT8 or Neuron yet). Its stages are subpackages, listed in the order a
+build runs; each may import the stages above it and none below (tests/test_layering.py):
 
     load/      a folder or Hub id        -> the model's task (TaskInfo) and a module with one call signature
     data/      the user's data files      -> labelled examples, calibration texts (built-in ones when none given)

@@ -111,6 +111,11 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
     check_max_drop(request.max_f1_drop)
     limits = GateLimits(request.max_f1_drop, request.min_cosine)
     info = detect_task(request.model, request.task)
+    if info.task == "text-generation":
+        raise SageboxError(
+            f"{request.model} holds a decoder LLM ({info.architecture}): INT8 text-generation models are not built "
+            "yet; build the FP32 one with `sagebox build --task text-generation`"
+        )
     judge = judge_for(info, request.eval_data, request.calibration_data)
     calibration_items, calibration_source = _calibration(request, info, judge)
     options = request.options
@@ -171,13 +176,23 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
     return outcome
 
 
-def evaluate_only(model_dir: Path, data: Path, threads: int = 1) -> Any:
-    """A model directory's scores on labelled data of its task (SQuAD JSON for question answering)."""
+def evaluate_only(model_dir: Path, data: Path | None, threads: int = 1) -> Any:
+    """A model directory's scores on labelled data of its task (SQuAD JSON for question answering); a text-generation
+    model's perplexity on `data`'s texts (lines of a .txt, JSON Lines or CSV), by default on the built-in held-out
+    text."""
     from container.manifest import load_verified
 
     if not model_dir.is_dir():
         raise SageboxError(f"model directory {model_dir} does not exist")
     manifest = load_verified(model_dir)  # a tampered or incomplete directory: ManifestError, one line
+    if manifest.task == "text-generation":
+        from sagebox.pipeline.data.task_data import load_texts
+        from sagebox.pipeline.gate.perplexity import evaluate_perplexity
+
+        texts = list(load_texts(data)) if data is not None else None
+        return evaluate_perplexity(model_dir, texts, str(data) if data is not None else None)
+    if data is None:
+        raise SageboxError(f"--data is required to evaluate a {manifest.task} model (labelled data of its task)")
     options = PredictorOptions(threads=threads)
     if manifest.task == "question-answering":
         return evaluate_model_dir(model_dir, load_squad(data, require_answers=True), options)

@@ -5,6 +5,9 @@ prose with questions about them (`builtin/qa.json`, SQuAD v1.1), written for Sag
 The file is the first articles of the demo's hand-written corpus (sagebox/demo/corpus/, same authors and license),
 copied here because the pipeline never imports the demo package; tests/sagebox/pipeline/data/test_builtin.py holds
 the two equal.
+
+Text generation's held-out text (`builtin/heldout_text.txt`): a few paragraphs of plain English prose written for
+Sagebox, on which a built decoder's perplexity is reported when the user gives no text of their own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from sagebox.pipeline.data.squad import QAExample, load_squad
 
 QA_FILE = Path(__file__).resolve().parent / "builtin" / "qa.json"
+HELDOUT_FILE = QA_FILE.with_name("heldout_text.txt")
 DEFAULT_CALIBRATION_TEXTS = 200  # calibration inputs when the user gives none
 
 
@@ -45,3 +49,14 @@ def calibration_texts(limit: int = DEFAULT_CALIBRATION_TEXTS) -> list[str]:
     """Sentences of the built-in paragraphs: calibration text when the user gives none."""
     contexts = list(dict.fromkeys(example.context for example in _examples()))
     return sentences_of(contexts, limit)
+
+
+def paragraphs(text: str) -> list[str]:
+    """The paragraphs of `text` (separated by blank lines), each on one line with single spaces."""
+    blocks = [" ".join(block.split()) for block in text.replace("\r\n", "\n").split("\n\n")]
+    return [block for block in blocks if block]
+
+
+def heldout_texts() -> list[str]:
+    """The built-in held-out paragraphs a text-generation model's perplexity is measured on, in file order."""
+    return paragraphs(HELDOUT_FILE.read_text(encoding="utf-8"))

@@ -14,6 +14,7 @@ from container import __version__
 from container.manifest import (
     MANIFEST_NAME,
     CompileSpec,
+    GenerationSpec,
     Manifest,
     PoolingSpec,
     ProblemType,
@@ -79,6 +80,7 @@ def write_manifest(
     labels: list[str] | None = None,
     problem_type: ProblemType | None = None,
     pooling: PoolingSpec | None = None,
+    generation: GenerationSpec | None = None,
 ) -> Manifest:
     """Hash every file already in `model_dir` and write the manifest that vouches for them."""
     manifest = Manifest(
@@ -87,6 +89,7 @@ def write_manifest(
         labels=labels,
         problem_type=problem_type,
         pooling=pooling,
+        generation=generation,
         variant=variant,
         runtime=runtime,
         model_file=model_file,
@@ -108,4 +111,5 @@ def task_fields(manifest: Manifest) -> dict[str, Any]:
         "labels": manifest.labels,
         "problem_type": manifest.problem_type,
         "pooling": manifest.pooling,
+        "generation": manifest.generation,
     }

@@ -149,6 +149,11 @@ def load_task_module(info: TaskInfo, attn_implementation: str = "eager") -> Task
     weights: one transformers would have to initialise at random is refused."""
     import transformers
 
+    if info.task == "text-generation":
+        raise SageboxError(
+            f"{info.model_dir} holds a decoder LLM ({info.architecture}): text-generation models are built by "
+            "`sagebox build --task text-generation` (FP32 only: no INT8 or Neuron builds of decoders yet)"
+        )
     _quiet_transformers()
     auto = {
         "question-answering": transformers.AutoModelForQuestionAnswering,

@@ -1,10 +1,13 @@
 """What a Hugging Face model folder is for: its task, labels and pooling, read from the folder itself.
 
 The task comes from the architecture config.json declares (`*ForQuestionAnswering`, `*ForSequenceClassification`,
-`*ForTokenClassification`) or, for an encoder without a task head, from sentence-transformers' files (`modules.json`:
-a sentence-embedding model); `--task` may force it. A head the folder does not have is never made up: forcing
-classification on a question-answering folder (or on a bare encoder) would serve an untrained head, so it is refused
-in one line. Any encoder can embed text, so `feature-extraction` may be forced on any folder.
+`*ForTokenClassification`; `*ForCausalLM` and `*LMHeadModel`, as GPT-2's, are decoder LLMs: text-generation) or, for
+an encoder without a task head, from sentence-transformers' files (`modules.json`: a sentence-embedding model);
+`--task` may force it. A head the folder does not have is never made up: forcing classification on a
+question-answering folder (or on a bare encoder) would serve an untrained head, so it is refused in one line. Any
+encoder can embed text, so `feature-extraction` may be forced on any encoder folder; a causal LM is built for
+text-generation only, and only for the model types the serving engine runs (container/generation/config.py). A GGUF
+file is a causal LM too: its config comes from the file's metadata, read by transformers.
 
 sentence-transformers layout (https://sbert.net, `modules.json`): the Transformer module (the Hugging Face model, at
 the folder's root or in a subfolder), then Pooling (`1_Pooling/config.json`: which of CLS / max / mean /
@@ -19,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from container.generation.config import FAMILIES, DecoderConfig, UnsupportedModel, read_config
 from container.manifest import TASKS, PoolingMode, PoolingSpec, ProblemType, Task
 from sagebox.errors import SageboxError
+from sagebox.pipeline.load.sources import is_gguf_file
 
 # Encoder families whose heads, tokenizers and layouts Sagebox exports and serves.
 SUPPORTED_MODEL_TYPES = ("bert", "distilbert", "roberta", "xlm-roberta", "electra", "albert", "mobilebert", "camembert")
@@ -34,7 +39,11 @@ HEAD_TASKS: dict[str, Task] = {
     "ForQuestionAnswering": "question-answering",
     "ForSequenceClassification": "text-classification",
     "ForTokenClassification": "token-classification",
+    "ForCausalLM": "text-generation",
+    "LMHeadModel": "text-generation",  # GPT2LMHeadModel
 }
+# A decoder's context must hold a prompt and its answer (GenerationSpec.context_length).
+MIN_CONTEXT = 16
 # sentence-transformers' Pooling config keys, in the order its forward concatenates them.
 POOLING_KEYS: dict[str, PoolingMode] = {
     "pooling_mode_cls_token": "cls",
@@ -70,8 +79,9 @@ class TaskInfo:
     task: Task
     architecture: str
     config: dict[str, Any]
-    model_dir: Path  # the Hugging Face model's own folder (a sentence-transformers folder may keep it in a subfolder)
-    max_length: int  # the most tokens the model takes (sequence buckets stop there)
+    # The Hugging Face model's own folder (a sentence-transformers folder may keep it in a subfolder), or a GGUF file.
+    model_dir: Path
+    max_length: int  # the most tokens the model takes (sequence buckets stop there; a decoder's context length)
     labels: tuple[str, ...] | None = None
     problem_type: ProblemType | None = None
     pooling: PoolingSpec | None = None
@@ -125,16 +135,44 @@ def head_task(architecture: str) -> Task | None:
     return next((task for suffix, task in HEAD_TASKS.items() if architecture.endswith(suffix)), None)
 
 
+def _architecture(config: dict[str, Any]) -> str:
+    architectures = config.get("architectures") or []
+    return str(architectures[0]) if architectures else str(config.get("model_type"))
+
+
+def is_causal_lm(config: dict[str, Any]) -> bool:
+    """Whether a config.json describes a decoder LLM: a causal LM head, or no architecture but a decoder model type."""
+    if config.get("architectures"):
+        return head_task(_architecture(config)) == "text-generation"
+    return config.get("model_type") in FAMILIES
+
+
+def decoder_shape(config: dict[str, Any], where: str) -> DecoderConfig:
+    """The serving engine's reading of a causal LM's config (container/generation/config.py). A model it cannot run
+    (another model type, another RoPE, another activation) is refused in one line that names `where`."""
+    try:
+        shape = read_config(config)
+    except UnsupportedModel as exc:
+        raise SageboxError(f"{where}: {exc}: the text-generation engine cannot serve it") from None
+    if shape.max_positions < MIN_CONTEXT:
+        raise SageboxError(f"{where}: a context of {shape.max_positions} tokens is too short to generate text")
+    return shape
+
+
 def detect_task(folder: Path, forced: str | None = None) -> TaskInfo:
-    """The folder's task (or `forced`), checked against what the folder holds."""
+    """The folder's (or GGUF file's) task (or `forced`), checked against what the folder holds."""
     if forced is not None and forced not in TASKS:
         raise SageboxError(f"unknown task {forced!r}: choose one of {', '.join(TASKS)}")
+    if is_gguf_file(folder):
+        return _gguf_task(folder, forced)
     modules = _st_modules(folder)
     model_dir = folder / modules.get("Transformer", "") if modules else folder
+    config_path = model_dir / "config.json"
+    if config_path.is_file() and (forced == "text-generation" or is_causal_lm(read_json(config_path))):
+        return _text_generation_task(folder, model_dir, forced)
     config = check_model_folder(model_dir)
     tokenizer_file(folder, model_dir)
-    architectures = config.get("architectures") or []
-    architecture = str(architectures[0]) if architectures else str(config.get("model_type"))
+    architecture = _architecture(config)
     has_head = head_task(architecture)
     natural: Task = has_head or "feature-extraction"
     task: Task = forced or natural  # type: ignore[assignment,unused-ignore]  # checked against TASKS above
@@ -160,6 +198,63 @@ def detect_task(folder: Path, forced: str | None = None) -> TaskInfo:
             task, architecture, config, model_dir, max_length, pooling=pooling, dense=dense, notes=tuple(notes)
         )
     return TaskInfo(task, architecture, config, model_dir, max_length, notes=tuple(notes))
+
+
+def _text_generation_task(folder: Path, model_dir: Path, forced: str | None) -> TaskInfo:
+    """A causal LM folder's TaskInfo (no labels, no pooling; max_length is the context), or one line saying why the
+    folder and the task do not go together."""
+    config_path = model_dir / "config.json"
+    config = read_json(config_path)
+    architecture = _architecture(config)
+    if not is_causal_lm(config):
+        has_head = head_task(architecture)
+        what = f"a {has_head} model" if has_head else "an encoder without a task head"
+        raise SageboxError(
+            f"{folder} holds {architecture} ({what}), not a causal LM: --task text-generation needs a decoder LLM "
+            "(*ForCausalLM)"
+        )
+    _check_causal_task(folder, architecture, forced)
+    shape = decoder_shape(config, str(config_path))
+    if not any((model_dir / name).is_file() for name in WEIGHT_FILES):
+        raise SageboxError(f"{model_dir} has no weights ({' or '.join(WEIGHT_FILES[:2])})")
+    return TaskInfo("text-generation", architecture, config, model_dir, shape.max_positions)
+
+
+def _check_causal_task(where: Path, architecture: str, forced: str | None) -> None:
+    if forced not in (None, "text-generation"):
+        raise SageboxError(
+            f"{where} holds {architecture} (a decoder LLM): it is built for text-generation only, not --task {forced}"
+        )
+
+
+def _gguf_task(path: Path, forced: str | None) -> TaskInfo:
+    """A GGUF file's TaskInfo: always a causal LM, its config read from the file's metadata by transformers."""
+    config = gguf_config(path)
+    model_type = str(config.get("model_type"))
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    architecture = str(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, model_type))
+    _check_causal_task(path, architecture, forced)
+    shape = decoder_shape(config, str(path))
+    return TaskInfo("text-generation", architecture, config, path, shape.max_positions)
+
+
+def gguf_config(path: Path) -> dict[str, Any]:
+    """The transformers config a GGUF file's metadata describes, as a config.json dict (its `_name_or_path`, the
+    file's folder, left out: the file names the model)."""
+    from transformers.utils import is_gguf_available
+
+    if not is_gguf_available():
+        raise SageboxError(f"{path} is a GGUF file: reading it needs the gguf package (pip install 'sagebox[build]')")
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True).to_dict()
+    except Exception as exc:  # the gguf reader and transformers raise their own types for a file they cannot read
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SageboxError(f"cannot read the GGUF file {path}: {first}") from None
+    config.pop("_name_or_path", None)
+    return dict(config)
 
 
 def _labels(config: dict[str, Any], model_dir: Path) -> tuple[str, ...]:

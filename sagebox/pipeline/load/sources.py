@@ -1,7 +1,9 @@
-"""Where a build's model comes from: a local Hugging Face folder, or a Hub id (`org/name[@revision]`) downloaded
-into the Hugging Face cache by huggingface_hub itself, so the cache, HF_HOME, HF_HUB_OFFLINE, HF_TOKEN and HF_ENDPOINT
-behave exactly as they do for transformers. Only the files an encoder build reads are fetched, and the commit a
-branch or tag pointed at is pinned, so a build records which weights it used."""
+"""Where a build's model comes from: a local Hugging Face folder, a GGUF file (a decoder LLM in llama.cpp's one-file
+format), or a Hub id (`org/name[@revision]`) downloaded into the Hugging Face cache by huggingface_hub itself, so the
+cache, HF_HOME, HF_HUB_OFFLINE, HF_TOKEN and HF_ENDPOINT behave exactly as they do for transformers. Only the files a
+build reads are fetched (an encoder's, and a causal LM's generation config and chat template: the task is only known
+once config.json is read), and the commit a branch or tag pointed at is pinned, so a build records which weights it
+used."""
 
 from __future__ import annotations
 
@@ -38,6 +40,11 @@ BASE_PATTERNS = (
     "*_Pooling/*",
     "*_Dense/*",
     "*_Normalize/*",
+    # A causal LM's (text-generation): its EOS ids and sampling defaults, and its chat template when the tokenizer
+    # keeps it in a file of its own rather than in tokenizer_config.json.
+    "generation_config.json",
+    "chat_template.jinja",
+    "chat_template.json",
 )
 # Weights: safetensors whenever the repository has them; the pickled PyTorch format only when it has nothing else.
 SAFETENSORS_PATTERNS = ("model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors")
@@ -52,14 +59,15 @@ _REPO_ID = re.compile(rf"(?:{_NAME}/)?{_NAME}")
 _REVISION = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_./+-]{0,254})")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _TRUE = frozenset({"1", "ON", "YES", "TRUE"})
+GGUF_SUFFIX = ".gguf"
 
 
 @dataclass(frozen=True)
 class ResolvedModel:
     """A model ready to read from local disk, and where it came from (recorded in the build's manifest)."""
 
-    path: Path  # a local folder holding the model files (for the Hub: the snapshot folder in the HF cache)
-    name: str  # the Hub id (org/name) or the folder's name
+    path: Path  # a local folder holding the model files (for the Hub: the snapshot folder in the HF cache), or a GGUF
+    name: str  # the Hub id (org/name), the folder's name or the GGUF file's
     origin: Literal["folder", "hub"]
     revision: str | None  # Hub: the resolved 40-hex commit hash (pinned); folder: None
     requested_revision: str | None  # what the user asked for after '@' (branch, tag or commit), None if nothing
@@ -83,22 +91,28 @@ class HubSettings:
         return cls(_endpoint(), _hub_cache(), token, source, _offline())
 
 
+def is_gguf_file(path: Path) -> bool:
+    """Whether `path` is an existing GGUF checkpoint file (`*.gguf`)."""
+    return path.suffix.lower() == GGUF_SUFFIX and path.is_file()
+
+
 def is_hub_id(text: str) -> bool:
     """Whether `text` reads as `name`, `namespace/name` or either followed by `@revision` (the Hub's id rules)."""
     return _parse_hub_id(text) is not None
 
 
 def resolve_model(spec: str | Path, *, say: Callable[[str], None] = lambda _: None) -> ResolvedModel:
-    """An existing folder (a `Path` always means a folder), else a Hub id downloaded into the Hugging Face cache.
+    """An existing folder or GGUF file (a `Path` always means one of them), else a Hub id downloaded into the Hugging
+    Face cache.
 
     Every failure is one SageboxError line that says what to fix."""
     if isinstance(spec, Path):
         return _from_folder(spec)
     folder = Path(spec).expanduser()
-    if folder.is_dir():
+    if folder.is_dir() or is_gguf_file(folder):
         return _from_folder(folder)
     if folder.exists():
-        raise SageboxError(f"model {spec} is a file: give a model folder or a Hugging Face Hub id")
+        raise SageboxError(f"model {spec} is a file: give a model folder, a GGUF file or a Hugging Face Hub id")
     parsed = _parse_hub_id(spec)
     if parsed is None:
         raise SageboxError(
@@ -125,6 +139,10 @@ def card_license(readme: Path) -> str:
 
 def _from_folder(path: Path) -> ResolvedModel:
     path = path.expanduser()
+    if is_gguf_file(path):
+        return ResolvedModel(
+            path=path, name=path.name, origin="folder", revision=None, requested_revision=None, license="unknown"
+        )
     if not path.is_dir():
         raise SageboxError(f"model folder {path} does not exist")
     return ResolvedModel(

@@ -40,3 +40,15 @@ def test_sentences_split_on_full_stops_and_skip_short_ones() -> None:
         "Another long sentence without a stop.",
     ]
     assert builtin.sentences_of(contexts, 1) == ["This sentence is long enough to count."]
+
+
+def test_the_heldout_text_is_whole_paragraphs_of_prose() -> None:
+    texts = builtin.heldout_texts()
+    assert len(texts) == 6
+    assert all(300 < len(text) < 500 and text.endswith(".") and "\n" not in text and "  " not in text for text in texts)
+    raw = builtin.HELDOUT_FILE.read_text(encoding="utf-8")
+    assert [" ".join(text.split()) for text in raw.split("\n\n") if text.strip()] == texts
+
+
+def test_paragraphs_split_on_blank_lines_and_join_wrapped_lines() -> None:
+    assert builtin.paragraphs("One line\nwrapped.\n\n\n  Two.  \r\n\r\nThree") == ["One line wrapped.", "Two.", "Three"]
