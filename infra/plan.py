@@ -138,6 +138,8 @@ class EndpointPlan:
     shadows: tuple[VariantPlan, ...] = ()
     serverless: ServerlessSpec | None = None
     async_inference: AsyncSpec | None = None
+    model_data_download_timeout_s: int | None = None
+    volume_size_gb: int | None = None
 
     @property
     def name(self) -> str:
@@ -325,7 +327,7 @@ def container_environment(
         value
         for name, value in vars(container_env).items()
         if name.isupper() and isinstance(value, str) and value.startswith(("SAGEMAKER_", "SAGEBOX_"))
-    }
+    } | set(container_env.TGI_VARIABLES)
     for key in overrides:
         if key in PLATFORM_ENV:
             raise TargetError(f"target {target!r}: environment {key} is set by SageMaker and cannot be overridden")
@@ -457,7 +459,19 @@ def plan_endpoint(target: Target, settings: AppSettings) -> EndpointPlan:
         shadows=shadows,
         serverless=target.serverless,
         async_inference=target.async_inference,
+        model_data_download_timeout_s=target.model_data_download_timeout_s,
+        volume_size_gb=_volume_size(target, variants + shadows),
     )
+
+
+def _volume_size(target: Target, variants: tuple[VariantPlan, ...]) -> int | None:
+    if target.volume_size_gb is None:
+        return None
+    stores = sorted({v.instance.name for v in variants if v.instance.instance_storage})
+    if stores or target.serverless is not None:
+        what = ", ".join(stores) if stores else "a serverless endpoint"
+        raise TargetError(f"target {target.name!r}: volume_size_gb is not allowed on {what} (no EBS volume)")
+    return target.volume_size_gb
 
 
 def plan_endpoints(targets: Sequence[Target], settings: AppSettings) -> list[EndpointPlan]:

@@ -183,6 +183,12 @@ class Target(_Spec):
     alarms: AlarmSpec = AlarmSpec()
     deployment: DeploymentSpec = DeploymentSpec()
     startup_timeout_s: int | None = Field(default=None, ge=60, le=3600)
+    # What AWS's guides for LLM endpoints set beside the start-up timeout (ProductionVariant's
+    # ModelDataDownloadTimeoutInSeconds and VolumeSizeInGB, https://docs.aws.amazon.com/sagemaker/latest/dg/
+    # large-model-inference-hosting.html): time to download large model data, and an EBS volume for it (refused on
+    # instance types with local NVMe storage, which SageMaker does not give a volume to).
+    model_data_download_timeout_s: int | None = Field(default=None, ge=60, le=3600)
+    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
     environment: dict[str, str] = Field(default_factory=dict)
     # inf2/trn1 only. The backend of model data synth cannot read (S3, or a tarball without manifest); a local
     # manifest must agree with it.

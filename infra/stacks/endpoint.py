@@ -277,6 +277,8 @@ class EndpointStack(cdk.Stack):
             initial_instance_count=variant.instance_count,
             initial_variant_weight=variant.weight,
             container_startup_health_check_timeout_in_seconds=self.plan.startup_timeout_s,
+            model_data_download_timeout_in_seconds=self.plan.model_data_download_timeout_s,
+            volume_size_in_gb=self.plan.volume_size_gb,
         )
 
     def _async_config(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None:

@@ -94,14 +94,25 @@ def parse_data(raw: Sequence[str] | None) -> dict[str, Path]:
     return found
 
 
+GENERATION = "text-generation"
+
+
 def box_endpoints(runtime: Runtime, targets: Sequence[str] | None) -> list[EndpointSpec]:
     endpoints = runtime.endpoints
     if not endpoints:
         raise SageboxError("no endpoints: start the local box with `sagebox up`, or pass --endpoint NAME=INSTANCE_TYPE")
-    wanted = list(targets) if targets else sorted(endpoints)
+    # Decoder LLMs answer in tokens, not queries: scripts/bench_generation.py measures them (time to first token,
+    # inter-token latency, tokens/s at 1, 4 and 16 streams, $ per million tokens).
+    generating = {name for name, e in endpoints.items() if e.task == GENERATION}
+    wanted = list(targets) if targets else sorted(set(endpoints) - generating)
     unknown = [t for t in wanted if t not in endpoints]
     if unknown:
         raise SageboxError(f"the local box has no target(s) {', '.join(unknown)} (it has {', '.join(endpoints)})")
+    named = sorted(generating.intersection(wanted))
+    if named:
+        raise SageboxError(
+            f"{', '.join(named)} generate(s) text: benchmark with `python scripts/bench_generation.py`"
+        )
     specs = []
     for t in wanted:
         e = endpoints[t]

@@ -1,5 +1,6 @@
-"""The demo's artifacts, cached per recipe: the trained MiniLM QA model (FP32, INT8, Neuron) and the shipped
-all-MiniLM-L6-v2 as a sentence-embedding model (FP32 and INT8, no training), both through `build_all`."""
+"""The demo's artifacts, cached per recipe: the trained MiniLM QA model (FP32, INT8, Neuron), the shipped
+all-MiniLM-L6-v2 as a sentence-embedding model (FP32 and INT8, no training) and SmolLM2-135M-Instruct as a
+text-generation model (FP32), all through `build_all`."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ RETRIEVAL = REPO / "tests" / "data" / "retrieval" / "retrieval.jsonl"
 
 def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
     """The QA model's artifacts under <root>/packages/{fp32,int8,neuron}, the embeddings model's under
-    <root>/packages/embeddings/{fp32,int8} (where infra/examples/embeddings.json looks)."""
+    <root>/packages/embeddings/{fp32,int8} (where infra/examples/embeddings.json looks), the LLM's under
+    <root>/packages/llm/fp32 (infra/examples/llm.json)."""
     from container.env import available_cpus
     from sagebox.demo.models import minilm_licenses, minilm_source_dir, minilm_squad
     from sagebox.pipeline.build_all import build_all
@@ -49,6 +51,20 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
         say=lambda line: say(f"embeddings: {line}"),
         task="feature-extraction",
         source=minilm,
+        neuron=False,
+    )
+    from sagebox.demo import llm
+
+    gguf = llm.smollm2_gguf()
+    build_all(
+        gguf,
+        None,
+        root / "llm",
+        root / "packages" / "llm",
+        threads=available_cpus(),
+        say=lambda line: say(f"llm: {line}"),
+        task="text-generation",
+        source=ModelSource(gguf, name=llm.NAME, license=llm.LICENSE),
         neuron=False,
     )
     link_demo_models(root / "packages")

@@ -31,12 +31,15 @@ from sagebox.paths import REPO
 
 DEFAULT_TARGETS = ("c6i-int8", "c6i-fp32", "inf2-neuron")
 USER_MODELS = REPO / "build" / "models"
-# A second targets file (infra/examples/embeddings.json): the demo's embeddings endpoint, deployed beside the
-# default targets whenever the packaged models hold its packages (the demo's do; `sagebox build --out
-# build/models/embeddings` makes yours).
+# More targets files, each deployed beside the default targets whenever the packaged models hold its packages (the
+# demo's do): the embeddings endpoint (`sagebox build --task feature-extraction --out build/models/embeddings` makes
+# yours) and the decoder LLM's (`sagebox build --task text-generation --out build/models/llm`).
 EMBEDDINGS_TARGETS_FILE = REPO / "infra" / "examples" / "embeddings.json"
 EMBEDDINGS_TARGETS = ("c6i-embeddings",)
-TARGET_FILES = (REPO / "infra" / "targets.json", EMBEDDINGS_TARGETS_FILE)
+LLM_TARGETS_FILE = REPO / "infra" / "examples" / "llm.json"
+LLM_TARGETS = ("c6i-llm",)
+EXTRA_TARGET_FILES = (EMBEDDINGS_TARGETS_FILE, LLM_TARGETS_FILE)
+TARGET_FILES = (REPO / "infra" / "targets.json", *EXTRA_TARGET_FILES)
 
 Step = Callable[[str], Any]
 Say = Callable[[str], None]
@@ -82,12 +85,15 @@ def choose_models(options: UpOptions, say: Say) -> tuple[Path, str]:
 
 
 def default_targets(models: Path) -> tuple[str, ...]:
-    """DEFAULT_TARGETS, with the embeddings endpoint when `models` holds its packages."""
+    """DEFAULT_TARGETS, with each extra file's targets whose packages `models` holds."""
     from infra.targets import load_targets
 
-    embeddings = load_targets(EMBEDDINGS_TARGETS_FILE)
-    packaged = all((models / data).is_file() for t in embeddings for data in [t.model_data, *_variant_data(t)])
-    return DEFAULT_TARGETS + (EMBEDDINGS_TARGETS if packaged else ())
+    extra: list[str] = []
+    for path in EXTRA_TARGET_FILES:
+        for target in load_targets(path):
+            if all((models / data).is_file() for data in [target.model_data, *_variant_data(target)]):
+                extra.append(target.name)
+    return DEFAULT_TARGETS + tuple(extra)
 
 
 def _variant_data(target: Any) -> list[str]:
@@ -114,14 +120,13 @@ def check_targets(targets: Sequence[str], models: Path) -> tuple[str, ...]:
 
 
 def targets_context(targets: Sequence[str]) -> list[str]:
-    """`-c targets=...` naming the second targets file too when a target of it is deployed (none otherwise: the
-    app's default file)."""
+    """`-c targets=...` naming the extra targets files whose targets are deployed (none: the app's default file)."""
     from infra.targets import load_targets
 
-    extra = {t.name for t in load_targets(EMBEDDINGS_TARGETS_FILE)}
-    if not extra.intersection(targets):
+    files = [path for path in EXTRA_TARGET_FILES if {t.name for t in load_targets(path)}.intersection(targets)]
+    if not files:
         return []
-    return ["-c", "targets=" + ",".join(str(path) for path in TARGET_FILES)]
+    return ["-c", "targets=" + ",".join(str(path) for path in (TARGET_FILES[0], *files))]
 
 
 def prepare_containers(state: BoxState, state_dir: Path, say: Say) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sagebox.box.up import DEFAULT_TARGETS, EMBEDDINGS_TARGETS
+from sagebox.box.up import DEFAULT_TARGETS, EMBEDDINGS_TARGETS, LLM_TARGETS
 from sagebox.errors import SageboxError
 
 if TYPE_CHECKING:
@@ -21,9 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--targets",
         help=f"comma-separated targets of infra/targets.json (or {EMBEDDINGS_TARGETS[0]} of "
-        f"infra/examples/embeddings.json), 'all', or 'none' (start the box only; deploy with `npx cdk deploy`) "
-        f"(default: {','.join(DEFAULT_TARGETS)}, and {EMBEDDINGS_TARGETS[0]} when the models hold "
-        "embeddings/{fp32,int8}/model.tar.gz, as the demo's do)",
+        f"infra/examples/embeddings.json, {LLM_TARGETS[0]} of infra/examples/llm.json), 'all', or 'none' (start the "
+        f"box only; deploy with `npx cdk deploy`) (default: {','.join(DEFAULT_TARGETS)}, and {EMBEDDINGS_TARGETS[0]} "
+        f"/ {LLM_TARGETS[0]} when the models hold embeddings/{{fp32,int8}}/model.tar.gz / llm/fp32/model.tar.gz, as "
+        "the demo's do)",
     )
     p.add_argument(
         "--models",

@@ -328,3 +328,29 @@ def test_a_declared_backend_must_agree_with_the_manifest(model_dir: Path, tmp_pa
         resolve_neuron_backend(
             target(**fields), ArtifactInfo(legacy, 1, 1, manifest.model_copy(update={"compile": None}))
         )
+
+
+def test_llm_endpoint_settings_reach_the_plan_and_a_volume_needs_ebs(settings: AppSettings) -> None:
+    plan = plan_endpoint(
+        target(
+            startup_timeout_s=600,
+            model_data_download_timeout_s=900,
+            volume_size_gb=30,
+            environment={"MAX_TOTAL_TOKENS": "1024", "MAX_BATCH_TOTAL_TOKENS": "16384"},
+        ),
+        settings,
+    )
+    assert (plan.startup_timeout_s, plan.model_data_download_timeout_s, plan.volume_size_gb) == (600, 900, 30)
+    assert plan.environment["MAX_TOTAL_TOKENS"] == "1024"  # TGI's names are the container's own
+    with pytest.raises(TargetError, match=r"volume_size_gb is not allowed on ml\.trn1\.2xlarge"):
+        trn1 = target(
+            instance_type="ml.trn1.2xlarge", variant="neuron", neuron_backend="torch_neuronx", volume_size_gb=30
+        )
+        plan_endpoint(trn1, settings)
+
+
+def test_the_demo_llm_target_plans_with_one_worker_and_the_guides_timeouts(settings: AppSettings) -> None:
+    [llm] = load_targets(Path(__file__).resolve().parents[2] / "infra" / "examples" / "llm.json")
+    plan = plan_endpoint(llm.model_copy(update={"model_data": "s3://models/llm/fp32/model.tar.gz"}), settings)
+    assert plan.environment["SAGEMAKER_MODEL_SERVER_WORKERS"] == "1" and plan.volume_size_gb == 30
+    assert plan.model_data_download_timeout_s == 600 and plan.startup_timeout_s == 600

@@ -210,3 +210,51 @@ def test_a_job_that_cannot_fit_the_cache_is_refused_at_once(llama: Any) -> None:
     engine = _engine(llama)
     with pytest.raises(ValueError, match="exceed 128"):
         engine.submit(Collect().job(_prompt(110, 100), Sampling(), 29))
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "opt"])
+def test_twenty_prompts_alone_and_eight_at_a_time_equal_transformers_token_for_token(kind: str) -> None:
+    """Issue 38's check: 20 fixed prompts, each generated alone and inside a continuous batch of 8 joining at
+    different steps, against transformers' greedy tokens; a difference may only come where transformers' top two
+    logits are within 1e-3 of each other (a near-tie that float summation order can flip)."""
+    model = tiny_decoder(kind, seed=11)
+    prompts = [_prompt(200 + i, 1 + (i * 7) % 45) for i in range(20)]
+    new = 12
+    references = []
+    for prompt in prompts:
+        with torch.no_grad():
+            out = model.generate(
+                torch.tensor([prompt]), max_new_tokens=new, do_sample=False, eos_token_id=None, output_scores=True,
+                return_dict_in_generate=True, attention_mask=torch.ones(1, len(prompt), dtype=torch.int64),
+            )  # fmt: skip
+        gaps = [float(s[0].topk(2).values[0] - s[0].topk(2).values[1]) for s in out.scores]
+        references.append((out.sequences[0, len(prompt) :].tolist(), gaps))
+
+    def near_ties(got: list[int], reference: tuple[list[int], list[float]]) -> int:
+        tokens, gaps = reference
+        for step, (ours, theirs) in enumerate(zip(got, tokens, strict=True)):
+            if ours != theirs:
+                assert gaps[step] < 1e-3, f"differs at step {step} where transformers' margin is {gaps[step]:.2e}"
+                return 1
+        return 0
+
+    alone = []
+    for prompt in prompts:
+        engine = _engine(model, slots=1)
+        collect = Collect()
+        engine.submit(collect.job(prompt, Sampling(), new))
+        _drain(engine)
+        alone.append([t.id for t in collect.tokens])
+    engine = _engine(model, slots=8, chunk=16)
+    collectors = [Collect() for _ in prompts]
+    for step in range(400):
+        if step < len(prompts):  # one joins per step; eight run at once, the rest wait for a slot
+            engine.submit(collectors[step].job(prompts[step], Sampling(), new))
+        elif not engine.load:
+            break
+        engine.step()
+    batched = [[t.id for t in c.tokens] for c in collectors]
+    ties = sum(near_ties(got, ref) for got, ref in zip(alone, references, strict=True))
+    ties += sum(near_ties(got, ref) for got, ref in zip(batched, references, strict=True))
+    print(f"{kind}: 40 generations, {ties} near-tie difference(s)")
+    assert ties <= 2  # at most a flip or two at a true near-tie; none seen on these seeds
