@@ -1,4 +1,5 @@
-"""Ask an endpoint questions through boto3's sagemaker-runtime client: the same code locally and in the cloud."""
+"""Ask an endpoint questions through boto3's sagemaker-runtime client: the same code locally and in the cloud; a
+text-generation endpoint's answer whole or streamed (InvokeEndpointWithResponseStream)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, EventStreamError
 
 from sagebox.errors import SageboxError, aws_setup_error
 
@@ -153,3 +154,135 @@ def describe_client_error(endpoint: str, exc: ClientError) -> str:
             detail = json.loads(detail).get("message", detail)
         return f"endpoint {endpoint}: the model answered {original}: {detail}"
     return f"endpoint {endpoint}: {code}: {error.get('Message', '')}"
+
+
+# --- text generation ----------------------------------------------------------------------------------------------
+
+
+def generation_request(
+    *,
+    prompt: str | None = None,
+    messages: str | list[Any] | None = None,
+    inputs: str | None = None,
+    max_tokens: int | None = None,
+    parameters: dict[str, Any] | None = None,
+    stream: bool = False,
+) -> dict[str, Any]:
+    """A text-generation endpoint's request: a chat (the Messages API: `prompt` as one user message, or `messages`,
+    JSON text or a list) or a prompt to continue (TGI's `{"inputs", "parameters"}`). `parameters` are the chat's
+    other fields (temperature, top_p, seed, stop, ...) or TGI's parameters."""
+    given = [name for name, value in (("prompt", prompt), ("messages", messages), ("inputs", inputs)) if value]
+    if len(given) != 1:
+        said = "none" if not given else " and ".join(given)
+        raise SageboxError(f"text generation takes one of a prompt, messages or inputs (got {said})")
+    if max_tokens is not None and max_tokens < 1:
+        raise SageboxError(f"the maximum of new tokens must be at least 1, got {max_tokens}")
+    extra = dict(parameters or {})
+    if inputs:
+        tgi = {**({"max_new_tokens": max_tokens} if max_tokens is not None else {}), **extra}
+        return {"inputs": inputs, **({"parameters": tgi} if tgi else {}), "stream": stream}
+    chat = [{"role": "user", "content": prompt}] if prompt else _messages(messages)
+    limit = {"max_tokens": max_tokens} if max_tokens is not None else {}
+    return {"messages": chat, **limit, **extra, "stream": stream}
+
+
+def _messages(value: str | list[Any] | None) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise SageboxError(f"the messages are not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, list) or not value or not all(isinstance(m, dict) and "role" in m for m in value):
+        raise SageboxError('the messages must be a JSON list of {"role": ..., "content": ...} objects')
+    return value
+
+
+def generated_text(answer: Any) -> str:
+    """The text of a non-streamed generation answer: a chat.completion's message, or TGI's generated_text."""
+    if isinstance(answer, dict) and isinstance(answer.get("choices"), list) and answer["choices"]:
+        message = answer["choices"][0].get("message") or {}
+        return str(message.get("content") or "")
+    if isinstance(answer, list) and answer and isinstance(answer[0], dict) and "generated_text" in answer[0]:
+        return str(answer[0]["generated_text"])
+    return json.dumps(answer, ensure_ascii=False)
+
+
+def payload_parts(events: Iterable[Any]) -> Iterator[bytes]:
+    """The bytes of InvokeEndpointWithResponseStream's PayloadPart events (botocore raises the error events)."""
+    for event in events:
+        part = event.get("PayloadPart") if isinstance(event, dict) else None
+        if part is not None:
+            yield bytes(part.get("Bytes") or b"")
+
+
+def invoke_stream(
+    runtime: Any,
+    endpoint: str,
+    request: Any,
+    custom_attributes: str | None = None,
+    *,
+    target_variant: str | None = None,
+    retry: Retry | None = None,
+) -> Iterator[str]:
+    """A text-generation endpoint's answer through InvokeEndpointWithResponseStream, piece by piece as the tokens
+    arrive (TGI's token events or chat chunks, re-split from PayloadParts cut anywhere: sagebox/sse.py). A refusal
+    before the stream (ModelError: a 503 is retried with `retry`), a stream that breaks (ModelStreamError) or
+    carries an error event: one SageboxError line."""
+    from sagebox.sse import StreamFailed, stream_text
+
+    body = request if isinstance(request, str) else json.dumps(request)
+    extra = {"CustomAttributes": custom_attributes} if custom_attributes else {}
+    if target_variant:
+        extra["TargetVariant"] = target_variant
+    attempt = 0
+    while True:
+        try:
+            response = runtime.invoke_endpoint_with_response_stream(
+                EndpointName=endpoint, Body=body, ContentType="application/json", **extra
+            )
+            break
+        except EndpointConnectionError as exc:
+            raise SageboxError(f"cannot reach the SageMaker runtime for {endpoint}: {exc}") from None
+        except BotoCoreError as exc:
+            setup = aws_setup_error(exc)
+            if setup is None:
+                raise
+            raise SageboxError(setup) from None
+        except ClientError as exc:
+            again, retry_after_s = retryable(exc)
+            if retry is None or not again or attempt + 1 >= retry.attempts:
+                said = describe_client_error(endpoint, exc)
+                raise SageboxError(said if attempt == 0 else f"{said} (after {attempt + 1} attempts)") from None
+            retry.sleep(retry.delay(attempt, retry_after_s))
+            attempt += 1
+    try:
+        yield from stream_text(payload_parts(response["Body"]))
+    except EventStreamError as exc:
+        raise SageboxError(describe_stream_error(endpoint, exc)) from None
+    except StreamFailed as exc:
+        raise SageboxError(f"endpoint {endpoint}: the generation failed mid-stream: {exc}") from None
+    except BotoCoreError as exc:  # the connection dropped or timed out mid-stream
+        raise SageboxError(f"endpoint {endpoint}: the stream broke: {exc}") from None
+
+
+def describe_stream_error(endpoint: str, exc: ClientError) -> str:
+    """A stream that broke after it began (ModelStreamError, InternalStreamFailure), in one line."""
+    error = exc.response.get("Error", {})
+    message = " ".join(str(error.get("Message", "")).split())
+    return f"endpoint {endpoint}: the stream broke: {error.get('Code', 'Error')}: {message}"
+
+
+def write_pieces(pieces: Iterable[str], out: TextIO) -> str:
+    """Write each piece as it comes (flushed), then a newline; returns the whole text. When the pieces stop with an
+    error, the newline still ends what was printed, so the error's line stands on its own."""
+    text: list[str] = []
+    try:
+        for piece in pieces:
+            out.write(piece)
+            out.flush()
+            text.append(piece)
+    finally:
+        if text and not text[-1].endswith("\n"):
+            out.write("\n")
+            out.flush()
+    return "".join(text)

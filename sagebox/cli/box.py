@@ -120,12 +120,40 @@ def run_demo(args: argparse.Namespace) -> int:
     bench_args.queries = args.queries
     bench.run(bench_args)
     out = make_console()
+    _stream_a_chat(out)
     out.print(
         f"\n[bold]demo done in {time.monotonic() - started:.0f} s.[/] The endpoints are still up: "
-        "ask them with `.venv/bin/python scripts/invoke-INT8.py` (or -FP32), benchmark again with "
-        "`.venv/bin/sagebox bench`, stop everything with `.venv/bin/sagebox down`."
+        "ask them with `.venv/bin/python scripts/invoke-INT8.py` (or -FP32) and "
+        "`.venv/bin/python scripts/invoke-stream.py`, benchmark again with `.venv/bin/sagebox bench`, stop "
+        "everything with `.venv/bin/sagebox down`."
     )
     return 0
+
+
+DEMO_QUESTION = "What is the capital of France? Answer in one sentence."
+
+
+def _stream_a_chat(out: Console) -> None:
+    """One chat answer from the demo's LLM endpoint, printed token by token as InvokeEndpointWithResponseStream
+    delivers it (greedy, so every run prints the same answer)."""
+    import sys
+
+    from sagebox.box.state import load_state
+    from sagebox.box.up import LLM_TARGETS, box_clients
+    from sagebox.invoke import generation_request, invoke_stream, write_pieces
+    from sagebox.paths import state_dir
+
+    state = load_state(state_dir())
+    endpoint = f"sagebox-{LLM_TARGETS[0]}"
+    if state is None or endpoint not in state.stacks:  # deployed only when the packages hold the LLM's
+        return
+    [runtime] = box_clients(state, "sagemaker-runtime")
+    request = generation_request(prompt=DEMO_QUESTION, max_tokens=64, parameters={"temperature": 0}, stream=True)
+    out.print(f"\n[bold]{endpoint}[/], streamed (InvokeEndpointWithResponseStream): {DEMO_QUESTION}")
+    try:
+        write_pieces(invoke_stream(runtime, endpoint, request), sys.stdout)
+    except SageboxError as exc:
+        out.print(f"[yellow]no streamed answer: {exc}[/]")
 
 
 def _targets(raw: str) -> list[str]:

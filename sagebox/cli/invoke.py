@@ -1,5 +1,6 @@
 """`sagebox invoke`: ask an endpoint the reference questions (or your own), or send it texts (classification, NER,
-embeddings), and print the answers and latency."""
+embeddings), and print the answers and latency; or ask a text-generation endpoint (`--prompt`, `--messages`,
+`--inputs`) and print its answer, token by token with `--stream`."""
 
 from __future__ import annotations
 
@@ -29,10 +30,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a text for a text-classification, token-classification or feature-extraction endpoint (repeatable)",
     )
     p.add_argument(
-        "--parameters", help='the request\'s "parameters" as JSON, e.g. \'{"top_k": 2}\' (text endpoints only)'
+        "--parameters",
+        help='the request\'s "parameters" as JSON, e.g. \'{"top_k": 2}\' (text endpoints; for text generation the '
+        "chat's other fields, e.g. '{\"temperature\": 0}', or TGI's parameters with --inputs)",
     )
     p.add_argument("--custom-attributes", help="X-Amzn-SageMaker-Custom-Attributes to send")
+    add_generation_options(p)
     p.set_defaults(func=run)
+
+
+def add_generation_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("text generation")
+    g.add_argument("--prompt", help="a user message, sent as a chat (the Messages API: the model's chat template)")
+    g.add_argument("--messages", help='the chat as JSON: \'[{"role": "user", "content": "..."}, ...]\'')
+    g.add_argument("--inputs", help='a prompt to continue as it is (TGI\'s {"inputs"}, no chat template)')
+    g.add_argument("--max-tokens", type=int, help="at most this many new tokens (default: the endpoint's)")
+    g.add_argument(
+        "--stream",
+        action="store_true",
+        help="print the tokens as they arrive (InvokeEndpointWithResponseStream)",
+    )
 
 
 def resolve_endpoint(
@@ -77,6 +94,8 @@ def run(args: argparse.Namespace, variant: str | None = None) -> int:
     from sagebox.invoke import Retry, invoke_qa
 
     variant = variant or getattr(args, "variant", None)
+    if any(getattr(args, name, None) for name in ("prompt", "messages", "inputs", "stream")):
+        return run_generation(args)
     if getattr(args, "text", None):
         return run_texts(args, variant)
     endpoint, runtime = resolve_endpoint(args, variant)
@@ -97,23 +116,52 @@ def run(args: argparse.Namespace, variant: str | None = None) -> int:
     return 0
 
 
-def run_texts(args: argparse.Namespace, variant: str | None) -> int:
-    """Send the texts in one request ({"inputs": [...], "parameters": ...}) and show each answer by its shape."""
+def _parameters(args: argparse.Namespace) -> dict[str, object] | None:
     import json
 
+    if not getattr(args, "parameters", None):
+        return None
+    try:
+        parameters = json.loads(args.parameters)
+    except json.JSONDecodeError as exc:
+        raise SageboxError(f"--parameters is not JSON: {exc.msg}") from None
+    if not isinstance(parameters, dict):
+        raise SageboxError("--parameters must be a JSON object")
+    return parameters
+
+
+def run_generation(args: argparse.Namespace) -> int:
+    """A text-generation endpoint's answer to a chat or a prompt: printed whole, or token by token (`--stream`) as
+    InvokeEndpointWithResponseStream relays them. A stream that breaks ends with one line on stderr (exit 1)."""
+    from sagebox.invoke import Retry, generated_text, generation_request, invoke_json, invoke_stream, write_pieces
+
+    request = generation_request(
+        prompt=args.prompt,
+        messages=args.messages,
+        inputs=args.inputs,
+        max_tokens=args.max_tokens,
+        parameters=_parameters(args),
+        stream=bool(args.stream),
+    )
+    # Text-generation models are built in FP32 only: without --endpoint, the local box's FP32 one.
+    endpoint, runtime = resolve_endpoint(args, "fp32", task="text-generation")
+    custom = getattr(args, "custom_attributes", None)
+    if args.stream:
+        write_pieces(invoke_stream(runtime, endpoint, request, custom, retry=Retry()), sys.stdout)
+        return 0
+    result = invoke_json(runtime, endpoint, request, custom, retry=Retry())
+    print(generated_text(result.body))
+    return 0
+
+
+def run_texts(args: argparse.Namespace, variant: str | None) -> int:
+    """Send the texts in one request ({"inputs": [...], "parameters": ...}) and show each answer by its shape."""
     from rich.table import Table
 
     from sagebox.cli.common import console as make_console
     from sagebox.invoke import Retry, invoke_json
 
-    parameters = None
-    if args.parameters:
-        try:
-            parameters = json.loads(args.parameters)
-        except json.JSONDecodeError as exc:
-            raise SageboxError(f"--parameters is not JSON: {exc.msg}") from None
-        if not isinstance(parameters, dict):
-            raise SageboxError("--parameters must be a JSON object")
+    parameters = _parameters(args)
     endpoint, runtime = resolve_endpoint(args, variant, task=None)
     request: dict[str, object] = {"inputs": list(args.text)}
     if parameters:
@@ -163,6 +211,34 @@ def script_main(variant: str, argv: list[str] | None = None) -> int:
     from sagebox.cli.app import run_command
 
     return run_command(lambda: run(args, variant))
+
+
+STREAM_PROMPT = "Write a short story about a robot who learns to paint."
+
+
+def stream_script_main(argv: list[str] | None = None) -> int:
+    """Entry point of scripts/invoke-stream.py: a text-generation endpoint's answer, printed as the tokens arrive."""
+    parser = argparse.ArgumentParser(
+        prog="invoke-stream.py",
+        description="Stream a text-generation endpoint's answer to a prompt (a chat message), token by token.",
+    )
+    parser.add_argument("endpoint", help="endpoint name, or a local target such as c6i-llm")
+    parser.add_argument(
+        "prompt", nargs="?", default=STREAM_PROMPT, help=f"the user message (default: {STREAM_PROMPT!r})"
+    )
+    parser.add_argument("--region", help="AWS region (default: AWS_REGION, or the local box's)")
+    parser.add_argument("--profile", help="AWS profile for a real account")
+    parser.add_argument("--runtime-url", help="sagemaker-runtime endpoint URL (default: AWS's, or the local box's)")
+    parser.add_argument("--max-tokens", type=int, default=256, help="at most this many new tokens (default 256)")
+    parser.add_argument("--raw", action="store_true", help="send the prompt as TGI's inputs, without the chat template")
+    parser.add_argument("--parameters", help="the chat's other fields (or TGI's parameters with --raw) as JSON")
+    parser.add_argument("--custom-attributes")
+    args = parser.parse_args(argv)
+    args.prompt, args.inputs = (None, args.prompt) if args.raw else (args.prompt, None)
+    args.messages, args.stream = None, True
+    from sagebox.cli.app import run_command
+
+    return run_command(lambda: run_generation(args))
 
 
 if __name__ == "__main__":

