@@ -110,9 +110,7 @@ def box_endpoints(runtime: Runtime, targets: Sequence[str] | None) -> list[Endpo
         raise SageboxError(f"the local box has no target(s) {', '.join(unknown)} (it has {', '.join(endpoints)})")
     named = sorted(generating.intersection(wanted))
     if named:
-        raise SageboxError(
-            f"{', '.join(named)} generate(s) text: benchmark with `python scripts/bench_generation.py`"
-        )
+        raise SageboxError(f"{', '.join(named)} generate(s) text: benchmark with `python scripts/bench_generation.py`")
     specs = []
     for t in wanted:
         e = endpoints[t]
