@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from sagebox.errors import SageboxError
@@ -147,7 +149,21 @@ def run_generation(args: argparse.Namespace) -> int:
     endpoint, runtime = resolve_endpoint(args, "fp32", task="text-generation")
     custom = getattr(args, "custom_attributes", None)
     if args.stream:
-        write_pieces(invoke_stream(runtime, endpoint, request, custom, retry=Retry()), sys.stdout)
+        sent = time.perf_counter()
+        arrivals: list[float] = []
+
+        def timed(pieces: Iterator[str]) -> Iterator[str]:
+            for piece in pieces:
+                arrivals.append(time.perf_counter() - sent)
+                yield piece
+
+        write_pieces(timed(invoke_stream(runtime, endpoint, request, custom, retry=Retry())), sys.stdout)
+        if getattr(args, "timing", False) and arrivals:
+            print(
+                f"{len(arrivals)} pieces of text; the first after {arrivals[0] * 1000:.0f} ms, the last after "
+                f"{arrivals[-1] * 1000:.0f} ms ({arrivals[-1] / arrivals[0]:.1f}x)",
+                file=sys.stderr,
+            )
         return 0
     result = invoke_json(runtime, endpoint, request, custom, retry=Retry())
     print(generated_text(result.body))
@@ -233,6 +249,9 @@ def stream_script_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", action="store_true", help="send the prompt as TGI's inputs, without the chat template")
     parser.add_argument("--parameters", help="the chat's other fields (or TGI's parameters with --raw) as JSON")
     parser.add_argument("--custom-attributes")
+    parser.add_argument(
+        "--timing", action="store_true", help="then say on stderr when the first and the last text arrived"
+    )
     args = parser.parse_args(argv)
     args.prompt, args.inputs = (None, args.prompt) if args.raw else (args.prompt, None)
     args.messages, args.stream = None, True
