@@ -9,7 +9,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, EventStreamError
 
@@ -112,13 +112,42 @@ def _invoke(
     retry: Retry | None = None,
 ) -> bytes:
     """InvokeEndpoint's response body; every failure is one SageboxError line."""
+    extra = _extra(custom_attributes, target_variant)
+
+    def call() -> bytes:
+        response = runtime.invoke_endpoint(
+            EndpointName=endpoint, Body=body, ContentType="application/json", Accept="application/json", **extra
+        )
+        payload: bytes = response["Body"].read()
+        return payload
+
+    return _with_retries(endpoint, call, retry)
+
+
+def _extra(custom_attributes: str | None, target_variant: str | None) -> dict[str, str]:
     extra = {"CustomAttributes": custom_attributes} if custom_attributes else {}
     if target_variant:
         extra["TargetVariant"] = target_variant
+    return extra
+
+
+T = TypeVar("T")
+
+
+def _with_retries(endpoint: str, call: Callable[[], T], retry: Retry | None) -> T:
+    """`call()`'s result; a refusal a retry can cure (ModelError 503, throttling) retried as `retry` says, every
+    failure one SageboxError line."""
     attempt = 0
     while True:
         try:
-            return _call(runtime, endpoint, body, extra)
+            return call()
+        except EndpointConnectionError as exc:
+            raise SageboxError(f"cannot reach the SageMaker runtime for {endpoint}: {exc}") from None
+        except BotoCoreError as exc:  # no credentials, an unknown profile, ...: the user's set-up, said in one line
+            setup = aws_setup_error(exc)
+            if setup is None:
+                raise
+            raise SageboxError(setup) from None
         except ClientError as exc:
             again, retry_after_s = retryable(exc)
             if retry is None or not again or attempt + 1 >= retry.attempts:
@@ -126,22 +155,6 @@ def _invoke(
                 raise SageboxError(said if attempt == 0 else f"{said} (after {attempt + 1} attempts)") from None
             retry.sleep(retry.delay(attempt, retry_after_s))
             attempt += 1
-
-
-def _call(runtime: Any, endpoint: str, body: str, extra: dict[str, str]) -> bytes:
-    try:
-        response = runtime.invoke_endpoint(
-            EndpointName=endpoint, Body=body, ContentType="application/json", Accept="application/json", **extra
-        )
-        payload: bytes = response["Body"].read()
-    except EndpointConnectionError as exc:
-        raise SageboxError(f"cannot reach the SageMaker runtime for {endpoint}: {exc}") from None
-    except BotoCoreError as exc:  # no credentials, an unknown profile, ...: the user's set-up, said in one line
-        setup = aws_setup_error(exc)
-        if setup is None:
-            raise
-        raise SageboxError(setup) from None
-    return payload
 
 
 def describe_client_error(endpoint: str, exc: ClientError) -> str:
@@ -231,30 +244,14 @@ def invoke_stream(
     from sagebox.sse import StreamFailed, stream_text
 
     body = request if isinstance(request, str) else json.dumps(request)
-    extra = {"CustomAttributes": custom_attributes} if custom_attributes else {}
-    if target_variant:
-        extra["TargetVariant"] = target_variant
-    attempt = 0
-    while True:
-        try:
-            response = runtime.invoke_endpoint_with_response_stream(
-                EndpointName=endpoint, Body=body, ContentType="application/json", **extra
-            )
-            break
-        except EndpointConnectionError as exc:
-            raise SageboxError(f"cannot reach the SageMaker runtime for {endpoint}: {exc}") from None
-        except BotoCoreError as exc:
-            setup = aws_setup_error(exc)
-            if setup is None:
-                raise
-            raise SageboxError(setup) from None
-        except ClientError as exc:
-            again, retry_after_s = retryable(exc)
-            if retry is None or not again or attempt + 1 >= retry.attempts:
-                said = describe_client_error(endpoint, exc)
-                raise SageboxError(said if attempt == 0 else f"{said} (after {attempt + 1} attempts)") from None
-            retry.sleep(retry.delay(attempt, retry_after_s))
-            attempt += 1
+    extra = _extra(custom_attributes, target_variant)
+
+    def call() -> Any:
+        return runtime.invoke_endpoint_with_response_stream(
+            EndpointName=endpoint, Body=body, ContentType="application/json", **extra
+        )
+
+    response = _with_retries(endpoint, call, retry)
     try:
         yield from stream_text(payload_parts(response["Body"]))
     except EventStreamError as exc:

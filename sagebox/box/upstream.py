@@ -91,6 +91,16 @@ class _Connection:
         self.writer.close()
 
 
+def _request(base_url: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int], bytes]:
+    """(host, port) and the bytes of a POST of `body` to `path` at `base_url` (http://host:port only)."""
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise UpstreamError(f"unsupported upstream URL {base_url!r}: http://host:port only")
+    head = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}", f"Content-Length: {len(body)}"]
+    head += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
+    return (parts.hostname, parts.port or 80), ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
 class HttpUpstream:
     """Pooled keep-alive connections per host:port. A pooled connection the server closed while it was idle fails
     before any byte of a response arrives; the request then goes out on another connection."""
@@ -102,13 +112,7 @@ class HttpUpstream:
         self.connections_opened = 0
 
     async def post(self, base_url: str, path: str, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise UpstreamError(f"unsupported upstream URL {base_url!r}: http://host:port only")
-        key = (parts.hostname, parts.port or 80)
-        head = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}", f"Content-Length: {len(body)}"]
-        head += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        key, request = _request(base_url, path, body, headers)
         try:
             return await asyncio.wait_for(self._exchange(key, request), self.timeout_s)
         except TimeoutError:
@@ -164,13 +168,7 @@ class HttpUpstream:
         """As `post`, but returned once the status and headers are in: `stream` yields the body's chunks as the
         server writes them (chunked encoding decoded), each within the timeout of the one before. The connection
         goes back to the pool only when the body ended cleanly."""
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise UpstreamError(f"unsupported upstream URL {base_url!r}: http://host:port only")
-        key = (parts.hostname, parts.port or 80)
-        head = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}", f"Content-Length: {len(body)}"]
-        head += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        key, request = _request(base_url, path, body, headers)
         while True:
             connection = self._idle[key].pop() if self._idle[key] else await self._connect(key)
             collector = _ResponseReader()
