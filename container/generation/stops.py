@@ -2,7 +2,8 @@
 
 Text arrives in pieces (container/generation/detokenize.py); a stop sequence may arrive split over several. The
 watcher holds back the longest tail of what it has that is a prefix of some stop sequence, so a client never receives
-part of a stop sequence that then ends the answer. When one occurs, the answer ends there: TGI's answer keeps the stop
+part of a stop sequence that then ends the answer. When one is complete, the answer ends there (TGI's stopping
+criterion also stops at the first stop sequence the output ends with): TGI's answer keeps the stop
 sequence (its `finish_reason` is "stop_sequence"), OpenAI's leaves it out ("The returned text will not contain the stop
 sequence", https://platform.openai.com/docs/api-reference/chat/create#chat-create-stop); `keep_stop` chooses.
 """
@@ -24,9 +25,12 @@ class StopWatcher:
         if self.stopped is not None:
             return ""
         held = self._held + text
-        hits = [(held.find(stop), -len(stop), stop) for stop in self._stops if stop in held]
+        # The answer ends where the first stop sequence ends (what checking after every character would find, so
+        # the same text gives the same answer however it is split); of two ending there, the longer.
+        hits = [(held.find(stop) + len(stop), -len(stop), stop) for stop in self._stops if stop in held]
         if hits:
-            at, _, stop = min(hits)
+            end, _, stop = min(hits)
+            at = end - len(stop)
             self.stopped = stop
             self._held = ""
             return held[: at + len(stop)] if self._keep else held[:at]

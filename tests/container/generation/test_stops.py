@@ -39,11 +39,19 @@ def test_the_earliest_stop_wins_and_nothing_follows_it() -> None:
 
 
 def _expected(text: str, stops: list[str], keep: bool) -> str:
-    hits = [(text.find(stop), -len(stop), stop) for stop in stops if stop in text]
-    if not hits:
-        return text
-    at, _, stop = min(hits)
-    return text[: at + len(stop)] if keep else text[:at]
+    """Checked character by character, as a generation would: the first point where the text ends with a stop."""
+    for end in range(1, len(text) + 1):
+        ending = sorted((stop for stop in stops if text[:end].endswith(stop)), key=len, reverse=True)
+        if ending:
+            return text[:end] if keep else text[: end - len(ending[0])]
+    return text
+
+
+def test_the_first_stop_to_complete_ends_the_answer_however_the_text_is_split() -> None:
+    # "S" is complete at the second character, before "aSS" is (hypothesis found the split that disagreed).
+    for pieces in (["aSS"], ["aS", "S"], ["a", "S", "S"]):
+        released, stopped = _run(pieces, ["S", "aSS"], keep=False)
+        assert "".join(released) == "a" and stopped == "S"
 
 
 @given(
