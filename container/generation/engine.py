@@ -171,7 +171,11 @@ class Engine:
         for row, owner in enumerate(producing):
             if owner is None:
                 continue
-            seen = torch.tensor([*owner.prompt, *owner.generated], dtype=torch.int64)
+            # The history is built only for a request that reads it (a repetition penalty): it grows with the
+            # prompt, and every step of every sequence would otherwise copy it.
+            seen = torch.tensor(
+                [*owner.prompt, *owner.generated] if owner.sampler.uses_history else [], dtype=torch.int64
+            )
             choice = owner.sampler.choose(logits[row], seen)
             self._emit(owner, choice.token, choice.logprob)
 

@@ -13,11 +13,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from container.generation.chat import ChatTemplate
 from container.generation.config import DecoderConfig, read_config
 from container.generation.decoder import Decoder
-from container.manifest import Manifest
+from container.manifest import GenerationSpec, Manifest
 
 
 @dataclass
@@ -37,37 +38,53 @@ class GenerationModel:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))  # type: ignore[attr-defined]
 
 
-def _special_tokens(tokenizer: object, config: DecoderConfig) -> dict[str, str]:
-    """bos_token/eos_token (and the others a template may name) as text, from the ids the config gives."""
+def _chat(model_dir: Path, spec: GenerationSpec, tokenizer: Any, bos_token_id: int | None) -> ChatTemplate | None:
+    """The directory's chat template, given bos_token/eos_token as text (the ids the manifest and config name), as
+    transformers passes a tokenizer's special tokens to it; None when the model has none."""
+    if spec.chat_template is None:
+        return None
     names: dict[str, str] = {}
-    for name, token_id in (("bos_token", config.bos_token_id), ("eos_token", next(iter(config.eos_token_ids), None))):
-        if token_id is not None:
-            text = tokenizer.id_to_token(token_id)  # type: ignore[attr-defined]
-            if text is not None:
-                names[name] = text
-    return names
+    for name, token_id in (("bos_token", bos_token_id), ("eos_token", next(iter(spec.eos_token_ids), None))):
+        text = tokenizer.id_to_token(token_id) if token_id is not None else None
+        if text is not None:
+            names[name] = text
+    return ChatTemplate((model_dir / spec.chat_template).read_text(encoding="utf-8"), names)
+
+
+def _bos(spec: GenerationSpec, config: DecoderConfig) -> int | None:
+    return spec.bos_token_id if spec.bos_token_id is not None else config.bos_token_id
+
+
+def load_prompt_side(model_dir: Path, manifest: Manifest) -> tuple[Any, ChatTemplate | None]:
+    """The tokenizer and chat template alone, as the server makes prompts (no weights read): for tools that need
+    the server's prompt ids."""
+    from tokenizers import Tokenizer
+
+    spec = _spec(manifest)
+    config = read_config(json.loads((model_dir / spec.config_file).read_text(encoding="utf-8")))
+    tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
+    return tokenizer, _chat(model_dir, spec, tokenizer, _bos(spec, config))
+
+
+def _spec(manifest: Manifest) -> GenerationSpec:
+    if manifest.generation is None:
+        raise ValueError("not a text-generation manifest")
+    return manifest.generation
 
 
 def load_generation_model(model_dir: Path, manifest: Manifest) -> GenerationModel:
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
 
-    spec = manifest.generation
-    if spec is None:
-        raise ValueError("not a text-generation manifest")
-    raw = json.loads((model_dir / spec.config_file).read_text(encoding="utf-8"))
-    config = read_config(raw)
-    bos = spec.bos_token_id if spec.bos_token_id is not None else config.bos_token_id
-    config = dataclasses.replace(config, eos_token_ids=tuple(spec.eos_token_ids), bos_token_id=bos)
+    spec = _spec(manifest)
+    config = read_config(json.loads((model_dir / spec.config_file).read_text(encoding="utf-8")))
+    config = dataclasses.replace(config, eos_token_ids=tuple(spec.eos_token_ids), bos_token_id=_bos(spec, config))
     weights = load_file(str(model_dir / manifest.model_file))
     decoder = Decoder(config, weights)
     del weights
     tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
     special = frozenset(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
-    chat = None
-    if spec.chat_template is not None:
-        source = (model_dir / spec.chat_template).read_text(encoding="utf-8")
-        chat = ChatTemplate(source, _special_tokens(tokenizer, config))
+    chat = _chat(model_dir, spec, tokenizer, config.bos_token_id)
     return GenerationModel(
         manifest,
         config,

@@ -33,6 +33,11 @@ class Sampler:
             self.seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
             self._generator = torch.Generator().manual_seed(self.seed)
 
+    @property
+    def uses_history(self) -> bool:
+        """Whether choosing needs the tokens seen so far (only the repetition penalty reads them)."""
+        return self.sampling.repetition_penalty != 1.0
+
     def process(self, logits: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
         """The scores a token is chosen from: `logits` [vocab] (float32) of the last position, `seen` the token ids of
         the prompt and of what was generated so far (int64)."""

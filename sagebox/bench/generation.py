@@ -34,6 +34,7 @@ ratio to look at: aggregate tokens/s at 16 streams over one stream's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import itertools
 import json
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from sagebox.bench.cost import cost_per_million
+from sagebox.bench.faults.procfs import RssSampler, parse_vm_rss_kib
 from sagebox.bench.machine import CpuSnapshot, cpu_info, load_between
 from sagebox.bench.stats import percentile
 from sagebox.errors import SageboxError
@@ -253,15 +255,6 @@ def cost_rows(tokens_per_s: float, per_hour: Mapping[str, float]) -> dict[str, f
     return {name: round(cost_per_million(price, tokens_per_s), 4) for name, price in sorted(per_hour.items())}
 
 
-def vmrss_bytes(status: str) -> int:
-    """VmRSS of a /proc/<pid>/status text, in bytes (0 when absent: a kernel thread, or a process gone)."""
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            parts = line.split()
-            return int(parts[1]) * 1024 if len(parts) > 1 and parts[1].isdigit() else 0
-    return 0
-
-
 def repeat_to_tokens(paragraph: str, target: int, count: Callable[[str], int]) -> str:
     """The paragraph repeated as often as its token count stays within `target` (at least once)."""
     text = paragraph
@@ -326,26 +319,17 @@ def model_dir_for(model: str, cache: Path, say: Callable[[str], None]) -> Path:
 
 def chat_prompt_ids(model_dir: Path, prompt: str) -> tuple[list[int], tuple[int, ...]]:
     """The prompt's token ids as the server makes them for a one-message chat (the model's template, no special
-    tokens added), and the model's EOS ids."""
-    from tokenizers import Tokenizer
-
-    from container.generation.chat import ChatTemplate
+    tokens added: container/generation/model.py's tokenizer and template), and the model's EOS ids."""
+    from container.generation.model import load_prompt_side
     from container.generation.request import Message
     from container.manifest import MANIFEST_NAME, parse
 
     manifest = parse((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
-    spec = manifest.generation
-    if spec is None or spec.chat_template is None:
+    tokenizer, template = load_prompt_side(model_dir, manifest)
+    if template is None or manifest.generation is None:
         raise SageboxError(f"{model_dir} has no chat template: the benchmark's prompt is a chat")
-    tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
-    special: dict[str, str] = {}
-    for name, token_id in (("bos_token", spec.bos_token_id), ("eos_token", next(iter(spec.eos_token_ids), None))):
-        text = tokenizer.id_to_token(token_id) if token_id is not None else None
-        if text is not None:
-            special[name] = text
-    template = ChatTemplate((model_dir / spec.chat_template).read_text(encoding="utf-8"), special)
     text = template.render((Message("user", prompt),))
-    return list(tokenizer.encode(text, add_special_tokens=False).ids), tuple(spec.eos_token_ids)
+    return list(tokenizer.encode(text, add_special_tokens=False).ids), tuple(manifest.generation.eos_token_ids)
 
 
 def long_prompt(model_dir: Path, target_tokens: int) -> tuple[str, int]:
@@ -526,36 +510,13 @@ def tree_rss(pid: int, proc: Path = Path("/proc")) -> int:
             continue
         seen.add(current)
         try:
-            total += vmrss_bytes((proc / str(current) / "status").read_text())
+            with contextlib.suppress(ValueError):  # no VmRSS: a kernel thread, or a zombie
+                total += parse_vm_rss_kib((proc / str(current) / "status").read_text()) * 1024
             for task in (proc / str(current) / "task").iterdir():
                 todo += [int(child) for child in (task / "children").read_text().split()]
         except OSError:
             continue
     return total
-
-
-class RssSampler:
-    """The peak of tree_rss(pid), sampled every `interval` seconds on a thread while in use."""
-
-    def __init__(self, pid: int, interval: float = 0.05) -> None:
-        self.pid, self.interval = pid, interval
-        self.peak, self.samples = 0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss(self.pid))
-            self.samples += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def _timed_post(client: Any, url: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -601,7 +562,7 @@ def overload(
         rss_before = tree_rss(pid)
         say(f"overload: {plan.requests} requests of {prompt_tokens} prompt tokens at once")
         began = time.perf_counter()
-        with RssSampler(pid) as sampler:
+        with RssSampler(pid, every_s=0.05, measure=lambda tree: tree_rss(tree) // 1024) as sampler:
             burst = run_together(plan.requests, lambda client: _timed_post(client, server.url, burst_body), 600)
         burst_s = time.perf_counter() - began
         rss_after = tree_rss(pid)
@@ -639,7 +600,7 @@ def overload(
         "burst_s": round(burst_s, 2),
         "rss_mib": {
             "before": round(rss_before / mib, 1),
-            "peak": round(max(sampler.peak, rss_before, rss_after) / mib, 1),
+            "peak": round(max(sampler.peak_kib * 1024, rss_before, rss_after) / mib, 1),
             "after": round(rss_after / mib, 1),
             "samples": sampler.samples,
         },

@@ -11,7 +11,7 @@ import contextlib
 import ipaddress
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,20 +31,23 @@ def rss_kib(pid: int, proc: Path = Path("/proc")) -> int:
 
 
 class RssSampler:
-    """The peak VmRSS of a process, sampled every `every_s` on a thread until stopped (a burst's peak falls between
-    the readings before and after it)."""
+    """The peak VmRSS of a process (or what `measure` reads of it, in KiB), sampled every `every_s` on a thread until
+    stopped (a burst's peak falls between the readings before and after it)."""
 
-    def __init__(self, pid: int, every_s: float = 0.25) -> None:
+    def __init__(self, pid: int, every_s: float = 0.25, measure: Callable[[int], int] = rss_kib) -> None:
         self.pid = pid
         self.every_s = every_s
+        self.measure = measure
         self.peak_kib = 0
+        self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(OSError, ValueError):
-                self.peak_kib = max(self.peak_kib, rss_kib(self.pid))
+                self.peak_kib = max(self.peak_kib, self.measure(self.pid))
+                self.samples += 1
             self._stop.wait(self.every_s)
 
     def __enter__(self) -> RssSampler:

@@ -12,6 +12,7 @@ import pytest
 
 from sagebox.bench import generation as bench
 from sagebox.bench.cost import cost_per_million
+from sagebox.bench.faults.procfs import parse_vm_rss_kib
 
 
 def _sse(event: Any) -> bytes:
@@ -174,7 +175,7 @@ def test_rss_of_a_process_tree_from_proc(tmp_path: Path) -> None:
     process(12, None, [])  # a zombie has no VmRSS
     assert bench.tree_rss(10, tmp_path) == 1200 * 1024
     assert bench.tree_rss(99, tmp_path) == 0  # gone
-    assert bench.vmrss_bytes("VmRSS:\t 42 kB\n") == 42 * 1024
+    assert parse_vm_rss_kib("VmRSS:\t 42 kB\n") * 1024 == 42 * 1024  # the reading tree_rss sums
 
 
 def test_the_long_prompt_repeats_the_paragraph_within_the_budget() -> None:
