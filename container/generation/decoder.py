@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from container.generation.config import DecoderConfig, UnsupportedModel
+from neuron_emu.llm.config import DecoderConfig, UnsupportedModel
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from container.env import MAX_BATCH_TOTAL_TOKENS, MAX_TOTAL_TOKENS, EnvError, ServerSettings
-from container.generation.config import DecoderConfig
+from neuron_emu.llm.config import DecoderConfig
 
 DEFAULT_TOTAL_TOKENS = 2048
 DEFAULT_SLOTS = 16

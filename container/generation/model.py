@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from container.generation.chat import ChatTemplate
-from container.generation.config import DecoderConfig, read_config
 from container.generation.decoder import Decoder
 from container.manifest import GenerationSpec, Manifest
+from neuron_emu.llm.config import DecoderConfig, read_config
 
 
 @dataclass

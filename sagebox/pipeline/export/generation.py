@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from container.generation.config import read_config
 from container.manifest import GenerationSpec, Manifest
+from neuron_emu.llm.config import read_config
 from sagebox.errors import SageboxError
 from sagebox.pipeline.export.artifact import staged_dir, write_manifest
 from sagebox.pipeline.export.servable import ModelSource, source_spec

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from container.generation.config import DecoderConfig
+from neuron_emu.llm.config import DecoderConfig
 from sagebox.errors import SageboxError
 from sagebox.pipeline.load.hf_model import _first_line, _quiet_transformers
 from sagebox.pipeline.load.hf_task import TaskInfo, decoder_shape, detect_task

@@ -6,7 +6,7 @@ an encoder without a task head, from sentence-transformers' files (`modules.json
 `--task` may force it. A head the folder does not have is never made up: forcing classification on a
 question-answering folder (or on a bare encoder) would serve an untrained head, so it is refused in one line. Any
 encoder can embed text, so `feature-extraction` may be forced on any encoder folder; a causal LM is built for
-text-generation only, and only for the model types the serving engine runs (container/generation/config.py). A GGUF
+text-generation only, and only for the model types the serving engine runs (neuron_emu/llm/config.py). A GGUF
 file is a causal LM too: its config comes from the file's metadata, read by transformers.
 
 sentence-transformers layout (https://sbert.net, `modules.json`): the Transformer module (the Hugging Face model, at
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-from container.generation.config import FAMILIES, DecoderConfig, UnsupportedModel, read_config
 from container.manifest import TASKS, PoolingMode, PoolingSpec, ProblemType, Task
+from neuron_emu.llm.config import FAMILIES, DecoderConfig, UnsupportedModel, read_config
 from sagebox.errors import SageboxError
 from sagebox.pipeline.load.sources import is_gguf_file
 
@@ -148,7 +148,7 @@ def is_causal_lm(config: dict[str, Any]) -> bool:
 
 
 def decoder_shape(config: dict[str, Any], where: str) -> DecoderConfig:
-    """The serving engine's reading of a causal LM's config (container/generation/config.py). A model it cannot run
+    """The serving engine's reading of a causal LM's config (neuron_emu/llm/config.py). A model it cannot run
     (another model type, another RoPE, another activation) is refused in one line that names `where`."""
     try:
         shape = read_config(config)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from container.generation.config import DecoderConfig, UnsupportedModel, read_config
 from container.generation.decoder import Decoder, KVCache, Segment
+from neuron_emu.llm.config import DecoderConfig, UnsupportedModel, read_config
 from tests.container.generation.tiny_decoders import VOCAB, engine_inputs, tiny_decoder
 
 KINDS = ("llama", "qwen2", "gpt2", "opt", "opt-proj", "opt-post")

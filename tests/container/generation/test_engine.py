@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 import torch
 
-from container.generation.config import read_config
 from container.generation.decoder import Decoder, KVCache
 from container.generation.engine import Engine, Job, new_job
 from container.generation.events import EOS, LENGTH, STOP, Outcome, Token
 from container.generation.request import Sampling
 from container.generation.sampling import Sampler
+from neuron_emu.llm.config import read_config
 from tests.container.generation.tiny_decoders import VOCAB, engine_inputs, tiny_decoder
 
 PROMPT_LENGTHS = (5, 60, 1, 23, 37, 8, 2, 17)

@@ -12,7 +12,6 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from container.generation.config import read_config
 from container.generation.decoder import KVCache
 from container.generation.engine import Engine, new_job
 from container.generation.events import Outcome
@@ -20,6 +19,7 @@ from container.generation.model import GenerationModel, load_generation_model
 from container.generation.request import Message, Sampling
 from container.generation.sampling import Sampler
 from container.manifest import load_verified
+from neuron_emu.llm.config import read_config
 from sagebox.errors import SageboxError
 from sagebox.pipeline.export import generation
 from sagebox.pipeline.export.generation import build_generation

@@ -1,5 +1,8 @@
 """A decoder LLM's shape, read from its Hugging Face config.json (a plain dict: the serving image has no transformers).
 
+One reading for every user of the shape: the serving image's CPU engine (container/generation), the NeuronCore
+compilation and cost model (neuron_emu.llm) and the planner (`sagebox plan`, from a config alone).
+
 Three families, each the layout of transformers' own modeling code for it:
 - llama: Llama, Mistral, Qwen2, SmolLM2, TinyLlama (RoPE, RMSNorm, grouped-query attention, a SiLU-gated MLP;
   Qwen2 has biases on query/key/value); rope types other than the default are refused by name;
@@ -14,13 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from container.errors import ContainerError
+from neuron_emu.errors import NeuronEmuError
 
 LLAMA_TYPES = ("llama", "mistral", "qwen2")
 FAMILIES = {**{name: "llama" for name in LLAMA_TYPES}, "gpt2": "gpt2", "opt": "opt"}
 
 
-class UnsupportedModel(ContainerError, ValueError):
+class UnsupportedModel(NeuronEmuError, ValueError):
     """A config.json this engine cannot run, with the reason."""
 
 
