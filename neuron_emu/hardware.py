@@ -97,6 +97,16 @@ def neuron_instances() -> dict[str, NeuronInstance]:
     }
 
 
+@cache
+def tensor_parallel_degrees(family: str) -> tuple[int, ...]:
+    """The tensor-parallel degrees a decoder may be compiled for on an instance family (inf2, trn1)."""
+    raw = _load()["tensor_parallel_degrees"]
+    assert isinstance(raw, dict)
+    if family not in raw:
+        raise NeuronEmuError(f"no tensor-parallel degrees are known for instance family {family!r} (inf2, trn1)")
+    return tuple(int(d) for d in raw[family])
+
+
 def target_instances(target: str | None) -> tuple[str, ...]:
     """Instance types a `--target` compiler flag allows (inf2, trn1, trn1n), or all of them without one."""
     names = list(neuron_instances())
