@@ -134,10 +134,12 @@ def test_a_killed_embedded_aws_shows_in_status_and_up_recovers_with_every_socket
         assert all(item.loopback for item in listeners), listeners
 
 
-# Answers in time over the capacity measured just before the storm, on the demo's architecture with the server on
-# one CPU (machine A, 2026-12-04, scripts/bench_faults.py --only storm): 0.35 when the HTTP side took the CPU (the
-# model thread had 51 % of it), 0.86 now (83 %); the floor leaves room for the other tests sharing the machine.
-STORM_GOODPUT_FLOOR = 0.5
+# The model thread's share of the CPU the server spent during the storm (its own threads' CPU time, not wall-clock
+# time: other tests sharing the machine slow both threads alike). Measured with scripts/bench_faults.py --only storm
+# (machine A, 2026-12-04): 51 % when the HTTP side took the CPU, 83 % since. The goodput over capacity (answers in
+# time per second of measured capacity) is a wall-clock figure: the benchmark reports it (docs/benchmarks.md); as a
+# test floor it failed under CI's contention (0.42 < 0.5 once, passing alone).
+STORM_MODEL_CPU_SHARE_FLOOR = 0.6
 
 
 @pytest.fixture(scope="module")
@@ -175,4 +177,5 @@ def test_a_retry_storm_leaves_the_model_its_cpu_and_nothing_admitted_is_late(
     # answered in time); the benchmark reports them (none on a quiet machine).
     admitted = figures["answered"] + figures["timed_out_504"]
     assert figures["timed_out_504"] <= admitted / 8, json.dumps(figures)
-    assert figures["goodput_over_capacity"] >= STORM_GOODPUT_FLOOR, json.dumps(figures)
+    model_share = figures["inference_cpu_share"] / (figures["inference_cpu_share"] + figures["http_cpu_share"])
+    assert model_share >= STORM_MODEL_CPU_SHARE_FLOOR, json.dumps(figures)
