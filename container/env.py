@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from container.errors import ContainerError
 
@@ -45,7 +46,43 @@ MAX_BATCH_TOTAL_TOKENS = "MAX_BATCH_TOTAL_TOKENS"  # tokens the key/value cache 
 MAX_BATCH_PREFILL_TOKENS = "MAX_BATCH_PREFILL_TOKENS"  # prompt tokens prefilled per step (chunked prefill)
 MAX_CONCURRENT_REQUESTS = "MAX_CONCURRENT_REQUESTS"  # generations running or waiting; more are refused (503)
 DEFAULT_MAX_NEW_TOKENS = "SAGEBOX_DEFAULT_MAX_NEW_TOKENS"  # generated when a request names no limit
-TGI_VARIABLES = (MAX_TOTAL_TOKENS, MAX_BATCH_TOTAL_TOKENS, MAX_BATCH_PREFILL_TOKENS, MAX_CONCURRENT_REQUESTS)
+
+# The shapes a decoder LLM was compiled for, under the names SageMaker's LLM containers read, each with its spellings
+# (first the name the messages use). A model compiled for NeuronCores has fixed shapes: a value that contradicts the
+# artifact fails start-up (container/generation/limits.py); on the CPU engine the batch size is the cache's slots.
+# - LMI (DJL Serving): `TENSOR_PARALLEL_DEGREE` / `OPTION_TENSOR_PARALLEL_DEGREE` (a number or `max`: all the cores
+#   there are), `OPTION_MAX_ROLLING_BATCH_SIZE`, `OPTION_N_POSITIONS` (input plus output tokens, Transformers-NeuronX):
+#   https://docs.djl.ai/docs/serving/serving/docs/lmi/deployment_guide/configurations.html and
+#   https://docs.djl.ai/docs/serving/serving/docs/lmi/user_guides/tnx_user_guide.html
+# - TGI on Neuron: `HF_NUM_CORES`, `HF_AUTO_CAST_TYPE`, and TGI's `MAX_BATCH_SIZE` and `MAX_TOTAL_TOKENS`, which "must
+#   be set to" the compiled batch size and max length (https://huggingface.co/docs/text-generation-inference/backends/
+#   neuron, "Choosing service parameters"); `HF_BATCH_SIZE` is the batch size of the earlier Hugging Face Neuron LLM
+#   images for SageMaker (with `HF_NUM_CORES` and `HF_AUTO_CAST_TYPE`).
+TENSOR_PARALLEL_DEGREE = "TENSOR_PARALLEL_DEGREE"
+OPTION_TENSOR_PARALLEL_DEGREE = "OPTION_TENSOR_PARALLEL_DEGREE"
+HF_NUM_CORES = "HF_NUM_CORES"
+TENSOR_PARALLEL_NAMES = (TENSOR_PARALLEL_DEGREE, OPTION_TENSOR_PARALLEL_DEGREE, HF_NUM_CORES)
+OPTION_MAX_ROLLING_BATCH_SIZE = "OPTION_MAX_ROLLING_BATCH_SIZE"
+HF_BATCH_SIZE = "HF_BATCH_SIZE"
+TGI_MAX_BATCH_SIZE = "MAX_BATCH_SIZE"  # TGI's; not SAGEBOX_MAX_BATCH_SIZE (MAX_BATCH_SIZE here: the encoders' batcher)
+BATCH_SIZE_NAMES = (OPTION_MAX_ROLLING_BATCH_SIZE, HF_BATCH_SIZE, TGI_MAX_BATCH_SIZE)
+OPTION_N_POSITIONS = "OPTION_N_POSITIONS"
+TOTAL_TOKENS_NAMES = (MAX_TOTAL_TOKENS, OPTION_N_POSITIONS)
+HF_AUTO_CAST_TYPE = "HF_AUTO_CAST_TYPE"
+# HF_AUTO_CAST_TYPE's values (optimum-neuron's map_torch_dtype reads both spellings) -> the compiler's short names.
+AUTO_CAST_TYPES = {
+    "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "fp32": "fp32", "float32": "fp32",
+}  # fmt: skip
+# Every text-generation variable (infra/plan.py accepts these in a target's environment beside the SAGEBOX_ ones).
+TGI_VARIABLES = (
+    MAX_BATCH_TOTAL_TOKENS,
+    MAX_BATCH_PREFILL_TOKENS,
+    MAX_CONCURRENT_REQUESTS,
+    *TOTAL_TOKENS_NAMES,
+    *TENSOR_PARALLEL_NAMES,
+    *BATCH_SIZE_NAMES,
+    HF_AUTO_CAST_TYPE,
+)
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image's unprivileged account (container/Dockerfile): a root server drops to it once the model is loaded.
@@ -58,6 +95,8 @@ DEFAULT_MAX_BATCH_TOKENS = 512
 # nice 0 left the model 57 % of the CPU, 5 gave it 76 %, 7 83 % with refusals answered in 15 ms (P50), 10 89 % with
 # refusals taking 45-80 ms (a niced event loop goes round its connections more slowly).
 DEFAULT_HTTP_NICE = 7
+
+T = TypeVar("T")
 
 
 class EnvError(ContainerError, ValueError):
@@ -100,6 +139,57 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw in {"0", "false", "no", "off"}:
         return False
     raise EnvError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")
+
+
+@dataclass(frozen=True)
+class Named(Generic[T]):
+    """A setting and the variable that gave it: the one line a contradiction fails with names what was set."""
+
+    value: T
+    variable: str
+
+
+def _spellings(
+    env: Mapping[str, str], names: Sequence[str], parse: Callable[[str, str], T], unset: object = None
+) -> Named[T] | None:
+    """The one value of a setting that several variables spell; None when none is set (or each is set to `unset`).
+    Two that disagree are refused."""
+    raw = {name: env[name].strip() for name in names if env.get(name, "").strip()}
+    found = [(name, value) for name, value in ((n, parse(n, raw[n])) for n in raw) if value != unset]
+    if not found:
+        return None
+    first_name, first = found[0]
+    for name, value in found[1:]:
+        if value != first:
+            raise EnvError(f"{first_name} {raw[first_name]} and {name} {raw[name]} disagree: set one of them")
+    return Named(first, first_name)
+
+
+def _positive(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise EnvError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 1:
+        raise EnvError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+def _count(name: str, raw: str) -> int:
+    """A count where 0 means "derive it" (TGI's token limits)."""
+    return 0 if raw == "0" else _positive(name, raw)
+
+
+def _degree(name: str, raw: str) -> int:
+    """A tensor-parallel degree; LMI's `max` (all the cores there are) is 0: no particular degree asked for."""
+    return 0 if raw.lower() == "max" and name != HF_NUM_CORES else _positive(name, raw)
+
+
+def _cast_type(name: str, raw: str) -> str:
+    value = AUTO_CAST_TYPES.get(raw.lower())
+    if value is None:
+        raise EnvError(f"{name} must be one of {', '.join(AUTO_CAST_TYPES)}, got {raw!r}")
+    return value
 
 
 def _user(env: Mapping[str, str], name: str, default: str) -> str:
@@ -184,6 +274,13 @@ class ServerSettings:
     max_batch_prefill_tokens: int = 256
     max_concurrent_requests: int = 128
     default_max_new_tokens: int = 256
+    # The variable that set max_total_tokens (MAX_TOTAL_TOKENS or LMI's OPTION_N_POSITIONS), for messages.
+    max_total_tokens_variable: str = MAX_TOTAL_TOKENS
+    # A decoder's compiled shapes as the LMI/TGI variables ask for them; None: not set (the artifact's hold). A tensor
+    # parallel degree of 0 is LMI's `max`.
+    tensor_parallel_degree: Named[int] | None = None
+    llm_batch_size: Named[int] | None = None
+    auto_cast_type: Named[str] | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -193,6 +290,7 @@ class ServerSettings:
         log_level = env.get(LOG_LEVEL, "info").strip().lower() or "info"
         if log_level not in {"critical", "error", "warning", "info", "debug"}:
             raise EnvError(f"{LOG_LEVEL} must be one of critical, error, warning, info, debug; got {log_level!r}")
+        total_tokens = _spellings(env, TOTAL_TOKENS_NAMES, _count, unset=0)
         return cls(
             port=_int(env, BIND_TO_PORT, 8080, 1, 65535),
             bind_host=_host(env, BIND_HOST, "0.0.0.0"),
@@ -216,9 +314,13 @@ class ServerSettings:
             service_user=_user(env, SERVICE_USER, DEFAULT_SERVICE_USER),
             listen_fd=_int(env, LISTEN_FD, -1, 0) if env.get(LISTEN_FD, "").strip() else None,
             http_nice=_int(env, HTTP_NICE, DEFAULT_HTTP_NICE, 0, 19),
-            max_total_tokens=_int(env, MAX_TOTAL_TOKENS, 0, 0),
+            max_total_tokens=total_tokens.value if total_tokens else 0,
+            max_total_tokens_variable=total_tokens.variable if total_tokens else MAX_TOTAL_TOKENS,
             max_batch_total_tokens=_int(env, MAX_BATCH_TOTAL_TOKENS, 0, 0),
             max_batch_prefill_tokens=_int(env, MAX_BATCH_PREFILL_TOKENS, 256, 1),
             max_concurrent_requests=_int(env, MAX_CONCURRENT_REQUESTS, 128, 1),
             default_max_new_tokens=_int(env, DEFAULT_MAX_NEW_TOKENS, 256, 1),
+            tensor_parallel_degree=_spellings(env, TENSOR_PARALLEL_NAMES, _degree),
+            llm_batch_size=_spellings(env, BATCH_SIZE_NAMES, _positive),
+            auto_cast_type=_spellings(env, (HF_AUTO_CAST_TYPE,), _cast_type),
         )

@@ -17,7 +17,8 @@ SCHEMA_VERSION = 2
 
 Variant = Literal["fp32", "int8", "neuron"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
-# "torch": PyTorch eager from safetensors weights (the text-generation engine, container/generation/).
+# "torch": PyTorch eager from safetensors weights (the text-generation engine, container/generation/). A decoder
+# compiled for NeuronCores is variant and runtime "neuron" (container/generation/neuron.py).
 Runtime = Literal["torchscript", "onnxruntime", "neuron", "torch"]
 # The tasks served, named as the Hugging Face pipelines that answer the same requests.
 Task = Literal[
@@ -69,10 +70,14 @@ class CompileSpec(Record):
     target_instances: list[str] = field(default_factory=list)
     custom_op_libraries: list[str] = field(default_factory=list)
     # NeuronCores one model replica is sharded over (Megatron-style tensor parallelism, neuron_emu.parallel); 1 is
-    # the single-core graph. Above 1 the graphs are one neuron_emu.parallel directory per sequence bucket.
+    # the single-core graph. Above 1 an encoder's graphs are one neuron_emu.parallel directory per sequence bucket; a
+    # decoder's ranks are in its compiled decoder directory (neuron_emu.llm).
     tensor_parallel: int = constrained(1, ge=1, le=64)
     # The model's attention heads: a degree must divide them (checked at compile and again at synth).
     num_attention_heads: int | None = constrained(None, ge=1)
+    # A decoder LLM's batch lines, fixed at compile (its key/value cache holds that many sequences); None for the
+    # encoders, whose graphs batch dynamically.
+    batch_size: int | None = constrained(None, ge=1, le=1024)
 
     def _check(self) -> None:
         if self.tensor_parallel > 1 and self.backend != "neuron_emu":
@@ -205,8 +210,16 @@ class Manifest(Record):
             raise ValueError("pooling is recorded for (and only for) a feature-extraction model")
         if (self.task == "text-generation") != (self.generation is not None):
             raise ValueError("generation is recorded for (and only for) a text-generation model")
-        if (self.task == "text-generation") != (self.runtime == "torch"):
-            raise ValueError("a text-generation model runs on the torch runtime, and only it does")
+        if self.runtime == "torch" and self.task != "text-generation":
+            raise ValueError("the torch runtime serves text-generation models only")
+        if self.task == "text-generation" and self.runtime not in ("torch", "neuron"):
+            raise ValueError("a text-generation model runs on the torch runtime, or compiled for NeuronCores")
+        if self.task == "text-generation" and self.runtime == "neuron":
+            compiled = self.compile
+            if compiled is None or compiled.batch_size is None:
+                raise ValueError("a text-generation model compiled for NeuronCores must record its compile batch_size")
+            if self.generation is not None and self.generation.context_length != self.tokenizer.max_length:
+                raise ValueError("a compiled decoder's context_length is its max length (tokenizer.max_length)")
         spec = self.generation
         if spec is not None:
             for needed in (spec.config_file, spec.chat_template):

@@ -56,6 +56,32 @@ def _read_manifest(path: Path) -> Manifest | None:
 
 
 @cache
+def _read_member(path: Path, size: int, mtime_ns: int, name: str, limit: int) -> bytes | None:
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            for member in tar:
+                if member.name.removeprefix("./") != name:
+                    continue
+                if not member.isfile() or member.size > limit:
+                    raise TargetError(
+                        f"{path}: {name} inside the tarball is not a regular file of at most {limit} bytes"
+                    )
+                handle = tar.extractfile(member)
+                return handle.read() if handle is not None else None
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise TargetError(f"{path} is not a readable model.tar.gz: {exc}") from None
+    return None
+
+
+def read_member(path: Path, name: str, limit: int = 1 << 24) -> bytes | None:
+    """The bytes of a small file inside a local model.tar.gz (None when it holds no such file), read once per process.
+    Sagebox writes members sorted by name, so config.json comes before the weights and this reads a few KB."""
+    path = path.resolve()
+    stat = path.stat()
+    return _read_member(path, stat.st_size, stat.st_mtime_ns, name, limit)
+
+
+@cache
 def _inspect(path: Path, size: int, mtime_ns: int) -> ArtifactInfo:
     with path.open("rb") as fh:
         if fh.read(2) != GZIP_MAGIC:

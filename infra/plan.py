@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from container import env as container_env
+from container.manifest import CompileSpec
 from infra.catalog import CatalogError, InstanceSpec, instance
 from infra.errors import MissingArtifact, TargetError
-from infra.model_artifact import ArtifactInfo, inspect_artifact
+from infra.model_artifact import ArtifactInfo, inspect_artifact, read_member
 from infra.rules import check_emulation, check_serverless, check_size, check_tensor_parallel, check_variant
 from infra.settings import AppSettings
 from infra.targets import (
@@ -360,6 +362,56 @@ def _instance_of(target: Target, instance_type: str | None) -> InstanceSpec:
         raise TargetError(f"target {target.name!r}: {exc}") from None
 
 
+def _serving_dtype(compiled: CompileSpec | None) -> str:
+    """The dtype a compiled decoder keeps its weights and KV cache in: the auto-cast type (bf16, fp16), FP32 when
+    nothing is cast, bf16 when the manifest does not say (or casts to a type the cost model does not size)."""
+    if compiled is None:
+        return "bf16"
+    if compiled.auto_cast == "none":
+        return "fp32"
+    return compiled.auto_cast_type if compiled.auto_cast_type in ("bf16", "fp16", "fp32") else "bf16"
+
+
+def check_decoder_fit(target: str, spec: InstanceSpec, degree: int, artifact: ArtifactInfo) -> None:
+    """A text-generation model on an inf2/trn1 instance must fit each NeuronCore's HBM at the artifact's
+    tensor-parallel degree: its weights / degree, the KV cache of its compiled batch lines (compile.batch_size, 1 when
+    not recorded) at the manifest's context length, and the runtime's reserve (neuron_emu.llm.cost, from the
+    config.json inside the tarball). Skipped, as the other artifact checks are, when the tarball has no manifest or no
+    config to read."""
+    manifest = artifact.manifest
+    if not spec.is_neuron or manifest is None or manifest.task != "text-generation" or manifest.generation is None:
+        return
+    from neuron_emu.llm.config import UnsupportedModel, read_config
+    from neuron_emu.llm.cost.sizing import decoder_fit
+
+    generation = manifest.generation
+    where = f"{artifact.path}!{generation.config_file}"
+    data = read_member(artifact.path, generation.config_file)
+    if data is None:
+        return
+    try:
+        config = read_config(json.loads(data))
+    except (ValueError, TypeError, AttributeError, UnsupportedModel) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TargetError(f"target {target!r}: {where} is not a decoder config the planner reads: {first}") from None
+    compiled = manifest.compile
+    tp = compiled.tensor_parallel if compiled is not None else degree
+    dtype = _serving_dtype(compiled)
+    batch = int(getattr(compiled, "batch_size", None) or 1)
+    context = generation.context_length
+    fit = decoder_fit(config, spec.name, tp, dtype=dtype, sequence=context, batch=batch)
+    if fit.fits:
+        return
+    gib = 2**30
+    raise TargetError(
+        f"target {target!r}: model {manifest.source.name} does not fit {spec.name} at tensor_parallel {tp}: "
+        f"{fit.needed_bytes / gib:.1f} GiB per NeuronCore needed ({dtype} weights {fit.weights_bytes / gib:.1f} GiB, "
+        f"KV cache of {batch} x {context} tokens {fit.kv_bytes / gib:.1f} GiB, runtime reserve "
+        f"{fit.reserve_bytes / gib:.1f} GiB), {fit.hbm_bytes / gib:.1f} GiB available (`sagebox plan` lists the sizes "
+        "and degrees that fit)"
+    )
+
+
 def plan_variant(
     target: Target, entry: VariantSpec | ShadowVariantSpec, settings: AppSettings, production_weight: float = 1.0
 ) -> VariantPlan:
@@ -400,6 +452,8 @@ def plan_variant(
     )
     if size_bytes is not None and target.serverless is None:
         check_size(target.name, size_bytes, spec)
+    if artifact is not None:
+        check_decoder_fit(target.name, spec, target.tensor_parallel, artifact)
     image_ref = settings.image_uri or target.image
     # The image follows the artifact: torch_neuronx graphs need the Neuron image; neuron_emu graphs are TorchScript
     # on the host CPU and run in the CPU image (on inf2/trn1 only when emulation is allowed, checked above).

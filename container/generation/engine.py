@@ -7,9 +7,14 @@ long prompt never stalls the streams already running for longer than one chunk t
 token, its `max_new_tokens`, a stop sequence, its deadline (the tokens so far, finish_reason "length"), or when its
 client goes (`cancel`: the slot is free at the next step).
 
-The engine is pure scheduling over a `Decoder` and a `KVCache`: `step()` runs one iteration on the caller's thread
-(the tests drive it directly); `run()` is the inference thread's loop. Callbacks run on that thread; the service
-hands their events to the event loop (container/generation/service.py).
+The engine is pure scheduling over a model step (the CPU `Decoder`, or a decoder compiled for NeuronCores:
+container/generation/neuron.py) and its slots (a `KVCache`, or the compiled decoder's batch lines): `step()` runs one
+iteration on the caller's thread (the tests drive it directly); `run()` is the inference thread's loop. Callbacks run
+on that thread; the service hands their events to the event loop (container/generation/service.py).
+
+With `whole_prompts` (a compiled decoder, whose context-encoding graph takes a prompt at once and cannot continue
+one) a prompt is never split: the step's prefill budget admits prompts whole, oldest first, and a prompt longer than
+the budget goes in alone, as the step's first.
 """
 
 from __future__ import annotations
@@ -19,16 +24,33 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 
-from container.generation.decoder import Decoder, KVCache, Segment
+from container.generation.decoder import Segment
 from container.generation.detokenize import Decode, Detokenizer
 from container.generation.events import EOS, LENGTH, STOP, Outcome, Token
 from container.generation.sampling import Sampler
 from container.generation.stops import StopWatcher
 
 log = logging.getLogger("sagebox.server")
+
+
+class Slots(Protocol):
+    """The sequences a model step holds at once, and how long each may grow."""
+
+    @property
+    def slots(self) -> int: ...
+
+    @property
+    def max_len(self) -> int: ...
+
+
+class StepModel(Protocol):
+    def forward(self, tokens: torch.Tensor, segments: Sequence[Segment], cache: Any) -> torch.Tensor:
+        """Logits [len(segments), vocab] of each segment's last token; the segments' keys and values are cached."""
+        ...
 
 
 @dataclass
@@ -63,17 +85,19 @@ class Job:
 class Engine:
     def __init__(
         self,
-        decoder: Decoder,
-        cache: KVCache,
+        decoder: StepModel,
+        cache: Slots,
         clock: Callable[[], float],
         special_ids: frozenset[int] = frozenset(),
         prefill_chunk: int = 256,
+        whole_prompts: bool = False,
     ) -> None:
         self.decoder = decoder
         self.cache = cache
         self.clock = clock
         self.special_ids = special_ids
         self.prefill_chunk = prefill_chunk
+        self.whole_prompts = whole_prompts
         self.waiting: collections.deque[Job] = collections.deque()
         self.running: list[Job] = []
         self._free = list(range(cache.slots - 1, -1, -1))
@@ -154,6 +178,10 @@ class Engine:
             if job.prefilled < len(job.prompt):
                 if budget <= 0:
                     continue
+                if self.whole_prompts:
+                    if len(job.prompt) > budget and budget < self.prefill_chunk:
+                        continue  # it goes in whole at a later step, first in line
+                    budget = max(budget, len(job.prompt))
                 chunk = list(job.prompt[job.prefilled : job.prefilled + budget])
                 segments.append(Segment(job.slot, job.prefilled, len(chunk)))
                 tokens += chunk

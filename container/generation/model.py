@@ -3,7 +3,8 @@
 The directory is what `sagebox build --task text-generation` writes and its manifest vouches for (container/
 manifest.py, GenerationSpec): transformers' config.json, the weights as safetensors under transformers' names, the
 tokenizer.json and, where the model has one, its chat template. Weights are read into float32 (FP32 artifacts; INT8
-and int4 weights are issue 39's).
+and int4 weights are issue 39's). A directory compiled for NeuronCores (`sagebox compile --model-dir`) holds the
+compiled decoder in place of the weights (container/generation/neuron.py).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from container.generation.chat import ChatTemplate
 from container.generation.decoder import Decoder
-from container.manifest import GenerationSpec, Manifest
+from container.generation.neuron import CompiledShape, NeuronSteps, load_compiled, shape_of
+from container.manifest import GenerationSpec, Manifest, ManifestError
 from neuron_emu.llm.config import DecoderConfig, read_config
 
 
@@ -25,11 +27,23 @@ from neuron_emu.llm.config import DecoderConfig, read_config
 class GenerationModel:
     manifest: Manifest
     config: DecoderConfig
-    decoder: Decoder
+    # The engine's model step: the CPU decoder, or a decoder compiled for NeuronCores (container/generation/neuron.py).
+    decoder: Decoder | NeuronSteps
     tokenizer: object  # tokenizers.Tokenizer
     chat: ChatTemplate | None
     special_ids: frozenset[int]
     eos_ids: frozenset[int]
+    # A compiled decoder's fixed shapes (None on the CPU engine).
+    compiled: CompiledShape | None = None
+
+    @property
+    def neuron(self) -> bool:
+        return self.compiled is not None
+
+    def close(self) -> None:
+        """Stop what the model started (a compiled decoder's tensor-parallel workers)."""
+        if isinstance(self.decoder, NeuronSteps):
+            self.decoder.close()
 
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)  # type: ignore[attr-defined]
@@ -73,15 +87,62 @@ def _spec(manifest: Manifest) -> GenerationSpec:
 
 
 def load_generation_model(model_dir: Path, manifest: Manifest) -> GenerationModel:
-    from safetensors.torch import load_file
-    from tokenizers import Tokenizer
-
+    """The model of a text-generation directory: FP32 weights for the CPU decoder (runtime torch), or a decoder
+    compiled for NeuronCores (runtime neuron: its directory is the one `model_file` sits in)."""
     spec = _spec(manifest)
     config = read_config(json.loads((model_dir / spec.config_file).read_text(encoding="utf-8")))
     config = dataclasses.replace(config, eos_token_ids=tuple(spec.eos_token_ids), bos_token_id=_bos(spec, config))
-    weights = load_file(str(model_dir / manifest.model_file))
-    decoder = Decoder(config, weights)
-    del weights
+    decoder: Decoder | NeuronSteps
+    compiled: CompiledShape | None = None
+    if manifest.runtime == "neuron":
+        decoder, compiled = _load_compiled(model_dir, manifest)
+    else:
+        from safetensors.torch import load_file
+
+        weights = load_file(str(model_dir / manifest.model_file))
+        decoder = Decoder(config, weights)
+        del weights
+    try:
+        return _with_tokenizer(model_dir, manifest, spec, config, decoder, compiled)
+    except BaseException:
+        if isinstance(decoder, NeuronSteps):
+            decoder.close()
+        raise
+
+
+def _load_compiled(model_dir: Path, manifest: Manifest) -> tuple[NeuronSteps, CompiledShape]:
+    compile_spec = manifest.compile
+    if compile_spec is None:
+        raise ManifestError("a neuron text-generation manifest must record how it was compiled (the compile section)")
+    decoder_dir = PurePosixPath(manifest.model_file).parent.as_posix()
+    compiled = load_compiled(model_dir, decoder_dir, compile_spec.backend)
+    steps = NeuronSteps(compiled)
+    try:
+        shape = shape_of(compiled, compile_spec.auto_cast, compile_spec.auto_cast_type)
+        recorded = (compile_spec.tensor_parallel, compile_spec.batch_size, manifest.tokenizer.max_length)
+        loaded = (shape.tensor_parallel, shape.batch_size, shape.max_length)
+        if recorded != loaded or list(shape.buckets) != manifest.sequence_buckets:
+            raise ManifestError(
+                f"the compiled decoder (tensor parallel {loaded[0]}, batch {loaded[1]}, max length {loaded[2]}, "
+                f"buckets {list(shape.buckets)}) is not what the manifest records (tensor parallel {recorded[0]}, "
+                f"batch {recorded[1]}, max length {recorded[2]}, buckets {manifest.sequence_buckets})"
+            )
+    except BaseException:
+        steps.close()
+        raise
+    return steps, shape
+
+
+def _with_tokenizer(
+    model_dir: Path,
+    manifest: Manifest,
+    spec: GenerationSpec,
+    config: DecoderConfig,
+    decoder: Decoder | NeuronSteps,
+    compiled: CompiledShape | None,
+) -> GenerationModel:
+    from tokenizers import Tokenizer
+
     tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
     special = frozenset(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
     chat = _chat(model_dir, spec, tokenizer, config.bos_token_id)
@@ -93,4 +154,5 @@ def load_generation_model(model_dir: Path, manifest: Manifest) -> GenerationMode
         chat,
         special | frozenset(spec.eos_token_ids),
         frozenset(spec.eos_token_ids),
+        compiled,
     )

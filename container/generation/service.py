@@ -3,9 +3,11 @@ stream of tokens from that thread to the event loop.
 
 It has the lifecycle of the encoders' InferenceService (container/service.py), so the app, /ping, the drain on
 SIGTERM and the refusals before reading treat both alike: load on the inference thread, drop root, READY or FAILED.
-A request is tokenized (a chat through the model's template), checked against MAX_TOTAL_TOKENS (400 when its prompt
-cannot fit), refused with 503 and Retry-After when MAX_CONCURRENT_REQUESTS generations already run or wait, and
-otherwise handed to the engine, which calls back on its thread; the callbacks post to the event loop.
+A setting that contradicts the model (container/generation/limits.py) refuses it at start, in one line. A request is
+tokenized (a chat through the model's template), checked against MAX_TOTAL_TOKENS and, for a decoder compiled for
+NeuronCores, its largest sequence bucket (400 when its prompt cannot fit), refused with 503 and Retry-After when
+MAX_CONCURRENT_REQUESTS generations already run or wait, and otherwise handed to the engine, which calls back on its
+thread; the callbacks post to the event loop.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import Any
 
 from container.admission import Overloaded
 from container.clock import Clock, MonotonicClock
-from container.env import ServerSettings
+from container.env import EnvError, ServerSettings
 from container.generation.decoder import KVCache
 from container.generation.engine import Engine, Job, new_job
 from container.generation.events import Outcome, Token
-from container.generation.limits import EngineLimits, engine_limits, memory_bytes
+from container.generation.limits import EngineLimits, engine_limits, memory_bytes, neuron_limits
 from container.generation.model import GenerationModel, load_generation_model
+from container.generation.neuron import NeuronSteps
 from container.generation.request import CHAT, TGI, GenerationRequest, Limits
 from container.generation.sampling import Sampler
 from container.manifest import ManifestError, load_verified
@@ -35,6 +38,7 @@ from container.tasks.base import BadInput, InputTooLong
 
 log = logging.getLogger("sagebox.server")
 ENGINE_THREAD = "sagebox-generation"
+SETTINGS_REASON = "model refused: the environment's settings contradict the model; see the server log"
 
 
 class Failed(Exception):
@@ -102,6 +106,10 @@ class GenerationService:
         started = time.perf_counter()
         try:
             engine = await asyncio.to_thread(self._load)
+        except EnvError as exc:  # a setting contradicts the model (its compiled shapes, its context)
+            self._fail("model refused", exc, SETTINGS_REASON)
+            self._drop_privileges(self.settings.service_user)
+            return
         except ManifestError as exc:
             self._fail("model refused", exc)
             self._drop_privileges(self.settings.service_user)
@@ -121,6 +129,17 @@ class GenerationService:
         self.status = ModelStatus.READY
         assert self.model is not None and self.limits is not None
         limits, config = self.limits, self.model.config
+        compiled = self.model.compiled
+        if compiled is not None:
+            log.info(
+                "compiled for NeuronCores (%s): tensor parallel %d, batch %d, max length %d, buckets %s, %s",
+                self.model.manifest.compile.backend if self.model.manifest.compile else "?",
+                compiled.tensor_parallel,
+                compiled.batch_size,
+                compiled.max_length,
+                list(compiled.buckets),
+                compiled.auto_cast_type,
+            )
         log.info(
             "model ready in %.2fs: task=text-generation architecture=%s layers=%d context=%d max_total_tokens=%d "
             "slots=%d kv_cache=%.0f MiB prefill_chunk=%d threads=%d",
@@ -135,11 +154,11 @@ class GenerationService:
             self.settings.intra_op_threads,
         )
 
-    def _fail(self, what: str, exc: BaseException) -> None:
+    def _fail(self, what: str, exc: BaseException, reason: str | None = None) -> None:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         log.error("%s: %s", what, detail)
         self.status = ModelStatus.FAILED
-        self.reason = REFUSED_REASON if what == "model refused" else FAILED_REASON
+        self.reason = reason or (REFUSED_REASON if what == "model refused" else FAILED_REASON)
 
     def _load(self) -> Engine:
         import torch
@@ -147,10 +166,22 @@ class GenerationService:
         torch.set_num_threads(self.settings.intra_op_threads)
         manifest = load_verified(self.settings.model_dir)
         model = load_generation_model(self.settings.model_dir, manifest)
-        limits = engine_limits(self.settings, model.config, self._memory())
-        cache = KVCache(model.config, limits.slots, limits.max_total_tokens)
+        try:
+            if isinstance(model.decoder, NeuronSteps):
+                assert model.compiled is not None
+                limits = neuron_limits(self.settings, model.compiled)
+                engine = Engine(
+                    model.decoder, model.decoder, self.clock.now, model.special_ids, limits.prefill_chunk, True
+                )
+            else:
+                limits = engine_limits(self.settings, model.config, self._memory())
+                cache = KVCache(model.config, limits.slots, limits.max_total_tokens)
+                engine = Engine(model.decoder, cache, self.clock.now, model.special_ids, limits.prefill_chunk)
+        except BaseException:
+            model.close()
+            raise
         self.model, self.limits = model, limits
-        return Engine(model.decoder, cache, self.clock.now, model.special_ids, limits.prefill_chunk)
+        return engine
 
     def _run_engine(self) -> None:
         import torch
@@ -165,6 +196,8 @@ class GenerationService:
         thread = self._thread
         if thread is not None:
             await asyncio.to_thread(thread.join, 5.0)
+        if self.model is not None:
+            await asyncio.to_thread(self.model.close)
 
     # --- requests ------------------------------------------------------------------------------------------------
 
@@ -217,19 +250,23 @@ class GenerationService:
         engine, limits, model = self.engine, self.limits, self.model
         assert engine is not None and limits is not None and model is not None
         text, ids = self.prompt_of(request)
+        total = f"{limits.total_tokens_variable} {limits.max_total_tokens}"
         room = limits.max_total_tokens - len(ids)
         if room < 1:
             raise InputTooLong(
                 f"the prompt is {len(ids)} tokens; this endpoint takes at most {limits.max_total_tokens - 1} "
-                f"(MAX_TOTAL_TOKENS {limits.max_total_tokens} counts prompt and generated tokens)"
+                f"({total} counts prompt and generated tokens)"
+            )
+        longest = limits.max_prompt_tokens
+        if longest is not None and len(ids) > longest:
+            raise InputTooLong(
+                f"the prompt is {len(ids)} tokens; this endpoint's model was compiled for prompts of at most {longest} "
+                "tokens (its largest sequence bucket)"
             )
         max_new = request.max_new_tokens
         if max_new > room:
             if request.explicit_max_new:
-                raise InputTooLong(
-                    f"the prompt's {len(ids)} tokens plus max_new_tokens {max_new} exceed MAX_TOTAL_TOKENS "
-                    f"{limits.max_total_tokens}"
-                )
+                raise InputTooLong(f"the prompt's {len(ids)} tokens plus max_new_tokens {max_new} exceed {total}")
             max_new = room
         if engine.load >= limits.max_concurrent:
             self.refused += 1
@@ -272,7 +309,11 @@ class GenerationService:
         body: dict[str, Any] = {"status": self.status.value, "load_seconds": round(self.load_seconds, 3)}
         engine, limits, model = self.engine, self.limits, self.model
         if engine is not None and limits is not None and model is not None:
-            body["manifest"] = {"task": "text-generation", "architecture": model.config.model_type}
+            body["manifest"] = {
+                "task": "text-generation",
+                "architecture": model.config.model_type,
+                "variant": model.manifest.variant,
+            }
             body["generation"] = {
                 "running": len(engine.running),
                 "waiting": len(engine.waiting),
@@ -285,4 +326,12 @@ class GenerationService:
                 "abandoned": self.abandoned,
                 "failed": self.failed,
             }
+            if model.compiled is not None:
+                body["generation"]["compiled"] = {
+                    "tensor_parallel": model.compiled.tensor_parallel,
+                    "batch_size": model.compiled.batch_size,
+                    "max_length": model.compiled.max_length,
+                    "buckets": list(model.compiled.buckets),
+                    "auto_cast_type": model.compiled.auto_cast_type,
+                }
         return body

@@ -33,13 +33,18 @@ DEFAULT_TARGETS = ("c6i-int8", "c6i-fp32", "inf2-neuron")
 USER_MODELS = REPO / "build" / "models"
 # More targets files, each deployed beside the default targets whenever the packaged models hold its packages (the
 # demo's do): the embeddings endpoint (`sagebox build --task feature-extraction --out build/models/embeddings` makes
-# yours) and the decoder LLM's (`sagebox build --task text-generation --out build/models/llm`).
+# yours) and the decoder LLM's (`sagebox build --task text-generation --out build/models/llm`; inf2-llm serves it
+# compiled for NeuronCores, llm/neuron/model.tar.gz: `sagebox compile --model-dir`, not part of the demo's models).
 EMBEDDINGS_TARGETS_FILE = REPO / "infra" / "examples" / "embeddings.json"
 EMBEDDINGS_TARGETS = ("c6i-embeddings",)
 LLM_TARGETS_FILE = REPO / "infra" / "examples" / "llm.json"
-LLM_TARGETS = ("c6i-llm",)
+LLM_TARGETS = ("c6i-llm", "inf2-llm")
 EXTRA_TARGET_FILES = (EMBEDDINGS_TARGETS_FILE, LLM_TARGETS_FILE)
 TARGET_FILES = (REPO / "infra" / "targets.json", *EXTRA_TARGET_FILES)
+
+# Where packaged models sit in a models folder: <variant>/model.tar.gz, and <model>/<variant>/model.tar.gz for the
+# extra targets files' (embeddings/fp32/..., llm/neuron/...).
+PACKAGES = ("*/model.tar.gz", "*/*/model.tar.gz")
 
 Step = Callable[[str], Any]
 Say = Callable[[str], None]
@@ -67,14 +72,18 @@ def box_clients(state: BoxState, *services: str) -> list[Any]:
 
 
 def has_models(folder: Path) -> bool:
-    return folder.is_dir() and any(folder.glob("*/model.tar.gz"))
+    """Whether `folder` holds packaged models: <variant>/model.tar.gz, or an extra targets file's (llm/fp32/...)."""
+    return folder.is_dir() and any(next(folder.glob(pattern), None) for pattern in PACKAGES)
 
 
 def choose_models(options: UpOptions, say: Say) -> tuple[Path, str]:
     """(folder of packaged models, "yours" or "demo")."""
     if options.models is not None:
         if not has_models(options.models):
-            raise SageboxError(f"{options.models} holds no <variant>/model.tar.gz: package models with `sagebox build`")
+            raise SageboxError(
+                f"{options.models} holds no <variant>/model.tar.gz (nor <model>/<variant>/model.tar.gz): package "
+                "models with `sagebox build`"
+            )
         return options.models.resolve(), "yours"
     if has_models(USER_MODELS):
         return USER_MODELS, "yours"

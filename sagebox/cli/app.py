@@ -26,6 +26,7 @@ COMMANDS = (
     "box",
     "shadow",
     "infra",
+    "plan",
     "containers",
 )
 

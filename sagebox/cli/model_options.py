@@ -22,10 +22,10 @@ EVAL_HELP = (
 )
 
 
-def add_model_options(p: argparse.ArgumentParser) -> None:
+def add_model_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument(
         "--model",
-        required=True,
+        required=required,
         help="a Hugging Face model folder, a Hub id org/name[@revision] (downloaded with huggingface_hub: "
         "HF_HOME, HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE apply), or a decoder LLM's .gguf file (text-generation)",
     )

@@ -22,7 +22,8 @@ from sagebox.pipeline.load.hf_task import TaskInfo
 
 GENERATION_REPORT = "generation-report.json"
 FP32_ONLY = (
-    "text-generation: building the FP32 model only (INT8 and Neuron builds of decoder LLMs are not available yet)"
+    "text-generation: building the FP32 model only (no INT8 build of decoder LLMs yet; compile the FP32 directory for "
+    "NeuronCores with `sagebox compile --model-dir`)"
 )
 
 

@@ -74,3 +74,43 @@ def test_available_cpus_is_positive_and_bounded() -> None:
     import os
 
     assert 1 <= env.available_cpus() <= (os.cpu_count() or 1)
+
+
+def test_the_llm_containers_spellings_of_a_decoders_shapes_are_read_as_one_setting() -> None:
+    s = ServerSettings.from_env(
+        {
+            env.OPTION_TENSOR_PARALLEL_DEGREE: "2",
+            env.HF_NUM_CORES: "2",
+            env.OPTION_MAX_ROLLING_BATCH_SIZE: "4",
+            env.TGI_MAX_BATCH_SIZE: "4",
+            env.OPTION_N_POSITIONS: "1024",
+            env.HF_AUTO_CAST_TYPE: "bfloat16",
+        }
+    )
+    assert s.tensor_parallel_degree == env.Named(2, env.OPTION_TENSOR_PARALLEL_DEGREE)
+    assert s.llm_batch_size == env.Named(4, env.OPTION_MAX_ROLLING_BATCH_SIZE)
+    assert (s.max_total_tokens, s.max_total_tokens_variable) == (1024, env.OPTION_N_POSITIONS)
+    assert s.auto_cast_type == env.Named("bf16", env.HF_AUTO_CAST_TYPE)
+    lmi_max = ServerSettings.from_env({env.TENSOR_PARALLEL_DEGREE: "max"}).tensor_parallel_degree
+    assert lmi_max == env.Named(0, "TENSOR_PARALLEL_DEGREE")  # all the cores there are
+    unset = ServerSettings.from_env({env.MAX_TOTAL_TOKENS: "0"})  # TGI's 0: derived
+    assert (unset.max_total_tokens, unset.tensor_parallel_degree, unset.llm_batch_size) == (0, None, None)
+    assert set(env.TGI_VARIABLES) >= {"TENSOR_PARALLEL_DEGREE", "HF_NUM_CORES", "MAX_BATCH_SIZE", "HF_BATCH_SIZE"}
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ({env.TENSOR_PARALLEL_DEGREE: "2", env.HF_NUM_CORES: "4"}, "TENSOR_PARALLEL_DEGREE 2 and HF_NUM_CORES 4"),
+        ({env.TENSOR_PARALLEL_DEGREE: "max", env.HF_NUM_CORES: "1"}, "TENSOR_PARALLEL_DEGREE max and HF_NUM_CORES 1"),
+        ({env.MAX_TOTAL_TOKENS: "512", env.OPTION_N_POSITIONS: "1024"}, "MAX_TOTAL_TOKENS 512 and OPTION_N_POSITIONS"),
+        ({env.HF_BATCH_SIZE: "2", env.TGI_MAX_BATCH_SIZE: "3"}, "HF_BATCH_SIZE 2 and MAX_BATCH_SIZE 3 disagree"),
+        ({env.HF_NUM_CORES: "max"}, "HF_NUM_CORES must be an integer"),
+        ({env.OPTION_MAX_ROLLING_BATCH_SIZE: "0"}, "OPTION_MAX_ROLLING_BATCH_SIZE must be >= 1"),
+        ({env.HF_AUTO_CAST_TYPE: "int8"}, "HF_AUTO_CAST_TYPE must be one of"),
+    ],
+)
+def test_spellings_that_disagree_or_bad_values_are_one_line(values: dict[str, str], fragment: str) -> None:
+    with pytest.raises(EnvError) as err:
+        ServerSettings.from_env(values)
+    assert fragment in str(err.value)

@@ -140,3 +140,43 @@ def test_each_task_records_what_its_server_needs(tiny_model_dir: Path, tmp_path:
     assert loaded.pooling is not None and loaded.pooling.modes == ["cls", "mean"] and loaded.pooling.lowercase
     edit_manifest(model_dir, task="text-classification", pooling=None, labels=["no", "yes"], problem_type="regression")
     assert load_verified(model_dir).labels == ["no", "yes"]
+
+
+def _decoder_manifest(**changes: object) -> dict[str, object]:
+    """A text-generation model compiled for NeuronCores, as `sagebox compile --model-dir` writes its manifest."""
+    digest = "0" * 64
+    data: dict[str, object] = {
+        "tool_version": "test",
+        "task": "text-generation",
+        "variant": "neuron",
+        "runtime": "neuron",
+        "model_file": "decoder/decoder.json",
+        "tokenizer": {"file": "tokenizer.json", "max_length": 256},
+        "sequence_buckets": [128, 256],
+        "source": {"name": "tiny", "architecture": "LlamaForCausalLM"},
+        "compile": _neuron_compile(auto_cast="none", batch_size=4, tensor_parallel=2, num_attention_heads=6),
+        "generation": {"architecture": "llama", "context_length": 256, "eos_token_ids": [2]},
+        "files": {"decoder/decoder.json": digest, "tokenizer.json": digest, "config.json": digest},
+    }
+    return {**data, **changes}
+
+
+def test_a_decoder_compiled_for_neuroncores_records_its_batch_and_max_length() -> None:
+    manifest = parse(json.dumps(_decoder_manifest()))
+    assert manifest.compile is not None and manifest.compile.batch_size == 4
+    assert CompileSpec.model_validate(_neuron_compile()).batch_size is None  # encoders: dynamic batching
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"compile": _neuron_compile()}, "must record its compile batch_size"),
+        ({"compile": None}, "must record its compile batch_size"),
+        ({"generation": {"architecture": "llama", "context_length": 512, "eos_token_ids": [2]}}, "context_length"),
+        ({"runtime": "onnxruntime", "variant": "fp32"}, "runs on the torch runtime, or compiled for NeuronCores"),
+        ({"task": "question-answering", "generation": None, "runtime": "torch", "variant": "fp32"}, "text-generation"),
+    ],
+)
+def test_a_compiled_decoders_manifest_refuses_what_it_cannot_serve(changes: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ManifestError, match=fragment):
+        parse(json.dumps(_decoder_manifest(**changes)))

@@ -350,7 +350,7 @@ def test_llm_endpoint_settings_reach_the_plan_and_a_volume_needs_ebs(settings: A
 
 
 def test_the_demo_llm_target_plans_with_one_worker_and_the_guides_timeouts(settings: AppSettings) -> None:
-    [llm] = load_targets(Path(__file__).resolve().parents[2] / "infra" / "examples" / "llm.json")
+    llm, _ = load_targets(Path(__file__).resolve().parents[2] / "infra" / "examples" / "llm.json")  # c6i-llm, inf2-llm
     plan = plan_endpoint(llm.model_copy(update={"model_data": "s3://models/llm/fp32/model.tar.gz"}), settings)
     assert plan.environment["SAGEMAKER_MODEL_SERVER_WORKERS"] == "1" and plan.volume_size_gb == 30
     assert plan.model_data_download_timeout_s == 600 and plan.startup_timeout_s == 600

@@ -108,10 +108,11 @@ def write_files(lm: CausalLM, folder: Path) -> str | None:
 def verify(model_dir: Path, manifest: Manifest, expected: Probe, where: Path) -> float:
     """Load `model_dir` as the server does; its tokenizer must give the probe's ids and its decoder the probe's logits.
     Returns the largest logit difference."""
-    from container.generation.decoder import KVCache, Segment
+    from container.generation.decoder import Decoder, KVCache, Segment
     from container.generation.model import load_generation_model
 
     model = load_generation_model(model_dir, manifest)
+    assert isinstance(model.decoder, Decoder)  # an FP32 directory: the CPU engine's decoder
     text_ids = model.encode(PROBE_TEXT, manifest.generation.add_special_tokens if manifest.generation else True)
     if text_ids[: len(expected.ids)] != expected.ids:
         raise SageboxError(

@@ -112,7 +112,13 @@ def model_dir_perplexity(
     if not 2 <= window <= spec.context_length:
         raise SageboxError(f"the perplexity window must be 2 to {spec.context_length} tokens (the context): {window}")
     step = stride or max(window // 2, 1)
+    if manifest.runtime != "torch":
+        raise SageboxError(
+            f"{model_dir} holds a decoder compiled for NeuronCores, whose graphs give the last prompt token's logits "
+            "only: measure perplexity on the FP32 text-generation directory it was compiled from"
+        )
     model = load_generation_model(model_dir, manifest)
+    assert isinstance(model.decoder, Decoder)
     total, count = 0.0, 0
     for text in texts:
         ids = model.encode(text, spec.add_special_tokens)

@@ -98,7 +98,7 @@ def is_gguf_file(path: Path) -> bool:
 
 def is_hub_id(text: str) -> bool:
     """Whether `text` reads as `name`, `namespace/name` or either followed by `@revision` (the Hub's id rules)."""
-    return _parse_hub_id(text) is not None
+    return parse_hub_id(text) is not None
 
 
 def resolve_model(spec: str | Path, *, say: Callable[[str], None] = lambda _: None) -> ResolvedModel:
@@ -113,7 +113,7 @@ def resolve_model(spec: str | Path, *, say: Callable[[str], None] = lambda _: No
         return _from_folder(folder)
     if folder.exists():
         raise SageboxError(f"model {spec} is a file: give a model folder, a GGUF file or a Hugging Face Hub id")
-    parsed = _parse_hub_id(spec)
+    parsed = parse_hub_id(spec)
     if parsed is None:
         raise SageboxError(
             f"model folder {spec} does not exist (and {spec} is not a Hugging Face Hub id: org/name[@revision])"
@@ -158,7 +158,7 @@ def _from_folder(path: Path) -> ResolvedModel:
 # Hub ids --------------------------------------------------------------------------------------------------------
 
 
-def _parse_hub_id(text: str) -> tuple[str, str | None] | None:
+def parse_hub_id(text: str) -> tuple[str, str | None] | None:
     """(repo_id, revision or None) when `text` is a Hub id, else None."""
     repo_id, at, revision = text.partition("@")
     if not _REPO_ID.fullmatch(repo_id) or "--" in repo_id or ".." in repo_id or repo_id.endswith(".git"):
@@ -198,7 +198,7 @@ def _from_hub(repo_id: str, revision: str | None, say: Callable[[str], None]) ->
     except SageboxError:
         raise
     except Exception as exc:  # huggingface_hub, httpx2 and the file system each raise their own types
-        raise SageboxError(_one_line(_explain(exc, repo_id, revision, label, settings))) from None
+        raise SageboxError(one_line(explain(exc, repo_id, revision, label, settings))) from None
     commit = snapshot.name
     if not _COMMIT.fullmatch(commit):
         raise SageboxError(f"huggingface_hub returned {snapshot} for {label}, not a snapshot folder named by commit")
@@ -280,7 +280,7 @@ def _check_snapshot(snapshot: Path, label: str, settings: HubSettings) -> None:
         )
 
 
-def _explain(exc: Exception, repo_id: str, revision: str | None, label: str, settings: HubSettings) -> str:
+def explain(exc: Exception, repo_id: str, revision: str | None, label: str, settings: HubSettings) -> str:
     """One line for a failed download: what went wrong, and which setting fixes it."""
     import httpx2
     from huggingface_hub.errors import (
@@ -368,7 +368,7 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
