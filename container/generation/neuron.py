@@ -8,7 +8,7 @@ line, and every running sequence decodes together in one token-generation call p
 engine runs with `whole_prompts` (no chunked prefill, which a compiled context-encoding graph cannot continue).
 
 Two backends, as for the encoders (container/handlers/neuron.py), by the manifest's `compile.backend`:
-- `neuron_emu`: `neuron_emu.llm.load` runs the graphs on the host CPU (tensor-parallel ranks as worker processes);
+- `neuron_emu`: `neuron_emu.llm.load` runs the graphs on the host CPU (tensor-parallel ranks in this process);
   it serves anywhere, and on an inf2/trn1 instance it is CPU inference (synthesis refuses that unless allowed).
 - `torch_neuronx`: a decoder compiled by NxD Inference runs only on NeuronCores, through `neuronx_distributed_inference`
   in the Neuron image. Sagebox does not serve those yet: such a directory is refused at load with one line.

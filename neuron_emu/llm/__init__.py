@@ -6,8 +6,10 @@ context-encoding and a token-generation step (neuron_emu.trace: fixed shapes, bf
 the weights over tp_degree ranks (column-/row-parallel, all-reduce after each row-parallel layer, grouped-query
 key/value heads split or replicated) and returns a `CompiledDecoder`; `.save(dir)` writes it, `load(dir)` serves it
 as a `NeuronDecoder` (`context_encode`, `token_generate`, `generate`, `close`) whose KV cache stays on its
-emulated NeuronCores. The ranks run in one process (an all-reduce is a sum in rank order). Submodules are imported
-lazily.
+emulated NeuronCores. Two executors run the ranks: "in_process" (the default; an all-reduce is a sum in rank order)
+and, with `load(dir, executor="processes")` or `compile_decoder(..., executor="processes")`, one worker process per
+rank holding its weights and KV cache, the all-reduces gloo collectives over loopback among them (neuron_emu.parallel's
+worker processes); the API is the same. Submodules are imported lazily.
 """
 
 from __future__ import annotations

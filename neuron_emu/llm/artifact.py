@@ -14,11 +14,13 @@ new one, never a half-written one; load checks every file against decoder.json b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,9 @@ from typing import Any
 import torch
 
 from neuron_emu.errors import ArtifactError, NeuronEmuError
+from neuron_emu.llm.config import read_config
 from neuron_emu.llm.graphs import Graph, GraphSet
-from neuron_emu.llm.runtime import NeuronDecoder, Settings
+from neuron_emu.llm.runtime import EXECUTORS, NeuronDecoder, Settings
 from neuron_emu.llm.shard import REPLICATED_LAYER_NAMES, RankWeights
 
 FORMAT = "neuron_emu.llm/1"
@@ -177,19 +180,11 @@ def _load_tensors(path: Path) -> dict[str, Tensor]:
     return loaded
 
 
-def read_decoder(directory: Path) -> NeuronDecoder:
-    from neuron_emu.runtime import load as load_graph
-
-    raw = _manifest(directory)
-    _verify(directory, raw["files"])
+@contextlib.contextmanager
+def _refusing(directory: Path) -> Iterator[None]:
+    """What a consistent-looking manifest still gets wrong, as one-line ArtifactErrors."""
     try:
-        settings = Settings(**{**raw["settings"], "buckets": tuple(raw["settings"]["buckets"])})
-        named: dict[str, Graph] = {n: load_graph(directory / f) for n, f in raw["graphs"].items()}
-        graphs = GraphSet.from_named(named, settings.buckets)
-        replicated = _load_tensors(directory / REPLICATED)
-        layers = int(raw["decoder"]["layers"])
-        ranks = [_join(replicated, _load_tensors(directory / rank_file(r)), layers) for r in range(settings.tp_degree)]
-        return NeuronDecoder(raw["config"], settings, graphs, ranks)
+        yield
     except ArtifactError:
         raise
     except NeuronEmuError as exc:
@@ -200,6 +195,64 @@ def read_decoder(directory: Path) -> NeuronDecoder:
         ) from None
 
 
-def load(directory: str | os.PathLike[str]) -> NeuronDecoder:
-    """A saved decoder, ready to run (its KV cache allocated, every line empty); ArtifactError if it cannot be."""
-    return read_decoder(Path(directory))
+def _settings(raw: dict[str, Any]) -> Settings:
+    return Settings(**{**raw["settings"], "buckets": tuple(raw["settings"]["buckets"])})
+
+
+def _graphs(directory: Path, raw: dict[str, Any], settings: Settings) -> GraphSet:
+    from neuron_emu.runtime import load as load_graph
+
+    named: dict[str, Graph] = {n: load_graph(directory / f) for n, f in raw["graphs"].items()}
+    return GraphSet.from_named(named, settings.buckets)
+
+
+def read_rank(directory: Path, rank: int) -> tuple[dict[str, Any], Settings, GraphSet, RankWeights]:
+    """What the worker of rank `rank` loads: (the manifest, the settings, the graphs, its weights). The parent has
+    checked the files against the manifest already."""
+    raw = _manifest(directory)
+    with _refusing(directory):
+        settings = _settings(raw)
+        replicated = _load_tensors(directory / REPLICATED)
+        weights = _join(replicated, _load_tensors(directory / rank_file(rank)), int(raw["decoder"]["layers"]))
+        return raw, settings, _graphs(directory, raw, settings), weights
+
+
+def read_decoder(
+    directory: Path, executor: str = "in_process", *, scratch: Path | None = None, **options: Any
+) -> NeuronDecoder:
+    """The decoder saved in `directory`, its ranks run by `executor`; `options` go to the worker processes
+    (neuron_emu.llm.processes.DecoderWorkers), whose `scratch` directory is removed when they stop."""
+    if executor not in EXECUTORS:
+        raise ArtifactError(f"neuron_emu.llm: executor {executor!r} is not one of: {', '.join(EXECUTORS)}")
+    raw = _manifest(directory)
+    _verify(directory, raw["files"])
+    with _refusing(directory):
+        settings = _settings(raw)
+        if executor == "processes":
+            from neuron_emu.llm.processes import DecoderWorkers
+
+            read_config(raw["config"])  # refused here, before any worker starts
+            files = [directory / rank_file(r) for r in range(settings.tp_degree)]
+            workers = DecoderWorkers(directory, files, scratch=scratch, **options)
+            try:
+                return NeuronDecoder(raw["config"], settings, None, [], workers=workers)
+            except BaseException:
+                workers.close()
+                raise
+        graphs = _graphs(directory, raw, settings)
+        replicated = _load_tensors(directory / REPLICATED)
+        layers = int(raw["decoder"]["layers"])
+        ranks = [_join(replicated, _load_tensors(directory / rank_file(r)), layers) for r in range(settings.tp_degree)]
+        return NeuronDecoder(raw["config"], settings, graphs, ranks)
+
+
+def load(directory: str | os.PathLike[str], *, executor: str = "in_process", **options: Any) -> NeuronDecoder:
+    """A saved decoder, ready to run (its KV cache allocated, every line empty); ArtifactError if it cannot be.
+
+    `executor` "in_process" (the default) runs the ranks in this process; "processes" starts one worker process per
+    rank (holding its weights and KV cache; all-reduces over gloo) and takes the options of
+    neuron_emu.llm.processes.DecoderWorkers: `threads_per_worker`, `start_timeout_s`, `collective_timeout_s`,
+    `step_timeout_s`."""
+    if options and executor != "processes":
+        raise ArtifactError(f"neuron_emu.llm: {', '.join(sorted(options))} apply to executor='processes' only")
+    return read_decoder(Path(directory), executor, **options)

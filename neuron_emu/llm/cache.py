@@ -29,7 +29,7 @@ class KVCache:
     values: Tensor
 
     @classmethod
-    def allocate(cls, shape: tuple[int, int, int, int, int], dtype: torch.dtype) -> KVCache:
+    def allocate(cls, shape: tuple[int, ...], dtype: torch.dtype) -> KVCache:
         return cls(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype))
 
     @property

@@ -11,6 +11,8 @@ over tp_degree NeuronCores with the KV cache resident on them. Here each is a se
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from neuron_emu.llm.cache import dtype_name
 from neuron_emu.llm.config import read_config
 from neuron_emu.llm.errors import DecoderCompileError
 from neuron_emu.llm.graphs import trace_graphs
-from neuron_emu.llm.runtime import NeuronDecoder, Settings, graph_spec
+from neuron_emu.llm.runtime import EXECUTORS, NeuronDecoder, Settings, graph_spec
 from neuron_emu.llm.shard import check_degree, shard
 from neuron_emu.llm.weights import read_weights
 
@@ -38,6 +40,22 @@ class CompiledDecoder(NeuronDecoder):
         from neuron_emu.llm.artifact import write_decoder
 
         return write_decoder(Path(directory), self)
+
+    def _start_workers(self, **options: Any) -> None:
+        """Run the ranks on worker processes (the "processes" executor), started on a scratch copy of this decoder's
+        files (removed when they stop); the graphs and weights stay here too, to be saved."""
+        from neuron_emu.llm.artifact import rank_file, write_decoder
+        from neuron_emu.llm.processes import DecoderWorkers
+
+        scratch = Path(tempfile.mkdtemp(prefix="neuron_emu_llm_"))
+        try:
+            directory = write_decoder(scratch / "decoder", self)
+            files = [directory / rank_file(rank) for rank in range(self.tp_degree)]
+            workers = DecoderWorkers(directory, files, scratch=scratch, **options)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        self._run_on(workers)
 
 
 def _positive(name: str, value: object) -> int:
@@ -80,6 +98,8 @@ def compile_decoder(
     auto_cast: str = "matmult",
     auto_cast_type: str = "bf16",
     instance_family: str | None = None,
+    executor: str = "in_process",
+    **worker_options: Any,
 ) -> CompiledDecoder:
     """Compile a causal LM (its config.json as a dict, its transformers state dict) for `tp_degree` NeuronCores.
 
@@ -87,8 +107,14 @@ def compile_decoder(
     else the largest bucket) is the KV cache's length and the longest sequence; `buckets` (default: powers of two
     from 128 below max_length, then max_length) the lengths graphs are compiled for. `auto_cast` "matmult" rounds
     matmul operands to `auto_cast_type` (the compiler's default, bf16), "none" keeps fp32. `instance_family` (inf2,
-    trn1) limits tp_degree to its NeuronLink degrees. Everything refused is refused here, in one line.
+    trn1) limits tp_degree to its NeuronLink degrees. `executor` "in_process" (the default) runs the ranks in this
+    process, "processes" on one worker process per rank (`worker_options`: those of neuron_emu.llm.load). Everything
+    refused is refused here, in one line.
     """
+    if executor not in EXECUTORS:
+        raise DecoderCompileError(f"executor {executor!r} is not one of: {', '.join(EXECUTORS)}")
+    if worker_options and executor != "processes":
+        raise DecoderCompileError(f"{', '.join(sorted(worker_options))} apply to executor='processes' only")
     if not isinstance(config, Mapping) and callable(getattr(config, "to_dict", None)):
         config = config.to_dict()  # a transformers PretrainedConfig
     decoder_config = read_config(config)
@@ -106,4 +132,7 @@ def compile_decoder(
     )  # fmt: skip
     spec = graph_spec(decoder_config, layout, batch, length)
     graphs = trace_graphs(spec, ranks[0], ordered, args, model.dtype)
-    return CompiledDecoder(config, settings, graphs, ranks)
+    decoder = CompiledDecoder(config, settings, graphs, ranks)
+    if executor == "processes":
+        decoder._start_workers(**worker_options)
+    return decoder

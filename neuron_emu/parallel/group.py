@@ -169,7 +169,9 @@ class _Pid:
 
 class WorkerGroup:
     """`degree` worker processes (one per rank) serving the graphs in `rank_files`; `head_inputs`: whether their
-    last segment takes the request's inputs too (false for models saved in neuron_emu.parallel format 1)."""
+    last segment takes the request's inputs too (false for models saved in neuron_emu.parallel format 1). `kind`
+    "decoder" makes them serve a neuron_emu.llm decoder instead (its directory in `extra`, see
+    neuron_emu.parallel.worker): the same processes, collectives and lifecycle, another request."""
 
     def __init__(
         self,
@@ -180,8 +182,12 @@ class WorkerGroup:
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         collective_timeout_s: float = DEFAULT_COLLECTIVE_TIMEOUT_S,
         popen: Popen = subprocess.Popen,
+        kind: str = "encoder",
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self.rank_files = [Path(p) for p in rank_files]
+        self.kind = kind
+        self.extra = dict(extra or {})
         self.degree = len(self.rank_files)
         self.head_inputs = head_inputs
         self.threads = threads
@@ -216,6 +222,8 @@ class WorkerGroup:
             "rank_files": [str(p) for p in self.rank_files],
             "head_inputs": self.head_inputs,
             "collective_timeout_s": self.collective_timeout_s,
+            "kind": self.kind,
+            **self.extra,
         }
         try:
             self.server.fork(settings, [child.fileno() for _, child in pairs])
@@ -270,22 +278,28 @@ class WorkerGroup:
 
     def run(self, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[dict[str, float]]]:
         """Send the inputs to every rank; rank 0's outputs and every rank's timings."""
+        outputs, timings = self.request([np.ascontiguousarray(a) for a in arrays])
+        return list(outputs), timings
+
+    def request(self, payload: Any, timeout_s: float | None = None) -> tuple[Any, list[dict[str, float]]]:
+        """Send `payload` (what this kind of worker runs) to every rank; rank 0's answer and every rank's timings.
+        No answer within `timeout_s` (None: wait) breaks the group, as a dead rank does."""
         if self.broken is not None:
             raise ArtifactError(
                 f"neuron_emu.parallel: the workers stopped earlier ({self.broken}); load the model again"
             )
         if self.server is None:
             raise ArtifactError("neuron_emu.parallel: the workers are not running")
-        payload = ("run", [np.ascontiguousarray(a) for a in arrays])
+        message = ("run", payload)
         for rank, conn in enumerate(self.conns):
             try:
-                _send(conn, payload)
+                _send(conn, message)
             except OSError:
                 self.broken = f"worker rank {rank} is gone"
                 self.close(force=True)
                 raise ArtifactError(f"neuron_emu.parallel: {self.broken}{self._tail()}") from None
-        replies = self._gather(None, "running a request")
-        return list(replies[0][2]), [dict(reply[3]) for reply in replies]
+        replies = self._gather(timeout_s, "running a request")
+        return replies[0][2], [dict(reply[3]) for reply in replies]
 
     def become(self, uid: int, gid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Every worker of this group, and the fork server, take uid/gid (e.g. after a root parent loaded the

@@ -9,6 +9,8 @@ them (the last segment also gets the request's inputs, unless the settings say `
 model), and rank 0 replies with the outputs. Workers exit when the parent asks, when their socket reaches EOF (the
 parent died) or when the server dies (Linux parent-death signal); the server exits when its control socket
 reaches EOF (the parent closed it, or died).
+Settings with `kind` "decoder" make the workers serve a neuron_emu.llm decoder instead: each loads its rank's
+weights from the decoder's directory, holds its KV cache and runs steps (neuron_emu.llm.rank), the same way.
 Stand-in: NeuronCores and NeuronLink collectives are emulated by CPU processes and gloo all-reduces over loopback.
 """
 
@@ -88,7 +90,12 @@ def serve(rank: int, conn: Connection, settings: dict[str, Any]) -> int:
                 world_size=world,
                 timeout=timedelta(seconds=float(settings["collective_timeout_s"])),
             )
-        segments = _load_segments(settings["rank_files"][rank])
+        if settings.get("kind") == "decoder":
+            from neuron_emu.llm.rank import DecoderRank
+
+            decoder = DecoderRank(settings["directory"], rank, world)
+        else:
+            segments = _load_segments(settings["rank_files"][rank])
         _send(conn, ("ready", rank, os.getpid()))
     except Exception as exc:
         _send(conn, ("error", rank, one_line(exc)))
@@ -109,7 +116,10 @@ def serve(rank: int, conn: Connection, settings: dict[str, Any]) -> int:
                     _send(conn, ("error", rank, one_line(exc)))
                 continue
             try:
-                _send(conn, _run(rank, world, segments, message[1], bool(settings.get("head_inputs", True))))
+                if settings.get("kind") == "decoder":
+                    _send(conn, _run_decoder(rank, decoder, message[1]))
+                else:
+                    _send(conn, _run(rank, world, segments, message[1], bool(settings.get("head_inputs", True))))
             except (BrokenPipeError, ConnectionResetError):
                 return 0
     finally:
@@ -142,6 +152,16 @@ def _run(rank: int, world: int, segments: list[Any], arrays: list[Any], head_inp
         elapsed = time.perf_counter() - start
         outputs = [t.contiguous().numpy() for t in state] if rank == 0 else None
         return ("ok", rank, outputs, {"run_us": elapsed * 1e6, "collective_us": collective_s * 1e6})
+    except Exception as exc:
+        return ("error", rank, one_line(exc))
+
+
+def _run_decoder(rank: int, decoder: Any, payload: Any) -> tuple[Any, ...]:
+    """One decoder step on this rank (neuron_emu.llm.rank.DecoderRank.step); rank 0 replies with the logits."""
+    try:
+        start = time.perf_counter()
+        outputs = decoder.step(payload)
+        return ("ok", rank, outputs, {"run_us": (time.perf_counter() - start) * 1e6})
     except Exception as exc:
         return ("error", rank, one_line(exc))
 
