@@ -115,7 +115,7 @@ def _load_compiled(model_dir: Path, manifest: Manifest) -> tuple[NeuronSteps, Co
     if compile_spec is None:
         raise ManifestError("a neuron text-generation manifest must record how it was compiled (the compile section)")
     decoder_dir = PurePosixPath(manifest.model_file).parent.as_posix()
-    compiled = load_compiled(model_dir, decoder_dir, compile_spec.backend)
+    compiled = load_compiled(model_dir, decoder_dir, compile_spec.backend, compile_spec.tensor_parallel)
     steps = NeuronSteps(compiled)
     try:
         shape = shape_of(compiled, compile_spec.auto_cast, compile_spec.auto_cast_type)

@@ -8,7 +8,8 @@ line, and every running sequence decodes together in one token-generation call p
 engine runs with `whole_prompts` (no chunked prefill, which a compiled context-encoding graph cannot continue).
 
 Two backends, as for the encoders (container/handlers/neuron.py), by the manifest's `compile.backend`:
-- `neuron_emu`: `neuron_emu.llm.load` runs the graphs on the host CPU (tensor-parallel ranks in this process);
+- `neuron_emu`: `neuron_emu.llm.load` runs the graphs on the host CPU (above tensor parallel 1, one worker
+  process per rank, gloo all-reduces between them);
   it serves anywhere, and on an inf2/trn1 instance it is CPU inference (synthesis refuses that unless allowed).
 - `torch_neuronx`: a decoder compiled by NxD Inference runs only on NeuronCores, through `neuronx_distributed_inference`
   in the Neuron image. Sagebox does not serve those yet: such a directory is refused at load with one line.
@@ -86,6 +87,10 @@ class NeuronSteps:
             rows[row] = self.decoder.context_encode(line, ids)
         return torch.stack([row.float() for row in rows if row is not None])
 
+    def serve_as(self, uid: int, gid: int) -> None:
+        """The decoder's worker processes (tensor parallel above 1) take uid/gid, as the server does after loading."""
+        self.decoder.become(uid, gid)
+
     def close(self) -> None:
         self.decoder.close()
 
@@ -100,8 +105,11 @@ def shape_of(decoder: Any, auto_cast: str, auto_cast_type: str) -> CompiledShape
     )
 
 
-def load_compiled(model_dir: Path, decoder_dir: str, backend: str) -> Any:
-    """The compiled decoder of a neuron text-generation directory (neuron_emu.llm's NeuronDecoder)."""
+def load_compiled(model_dir: Path, decoder_dir: str, backend: str, tensor_parallel: int = 1) -> Any:
+    """The compiled decoder of a neuron text-generation directory (neuron_emu.llm's NeuronDecoder). Above one
+    NeuronCore its ranks run as worker processes joined by gloo all-reduces (as the encoders' tensor-parallel graphs
+    do, container/handlers/neuron.py): the emulated NeuronLink is real inter-process collectives, not sums in one
+    process."""
     if backend == "torch_neuronx":
         try:
             importlib.import_module("neuronx_distributed_inference")
@@ -112,6 +120,6 @@ def load_compiled(model_dir: Path, decoder_dir: str, backend: str) -> Any:
     from neuron_emu.llm.artifact import load
 
     try:
-        return load(model_dir / decoder_dir)
+        return load(model_dir / decoder_dir, executor="processes" if tensor_parallel > 1 else "in_process")
     except NeuronEmuError as exc:
         raise ManifestError(f"the compiled decoder cannot be loaded: {' '.join(str(exc).split())}") from None

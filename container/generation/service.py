@@ -32,9 +32,10 @@ from container.generation.neuron import NeuronSteps
 from container.generation.request import CHAT, TGI, GenerationRequest, Limits
 from container.generation.sampling import Sampler
 from container.manifest import ManifestError, load_verified
-from container.privileges import drop_privileges
+from container.privileges import Identity, drop_privileges
 from container.service import FAILED_REASON, REFUSED_REASON, ModelStatus, NotReady
 from container.tasks.base import BadInput, InputTooLong
+from neuron_emu.errors import NeuronEmuError
 
 log = logging.getLogger("sagebox.server")
 ENGINE_THREAD = "sagebox-generation"
@@ -119,7 +120,16 @@ class GenerationService:
             self._fail("model failed to load", exc)
             self._drop_privileges(self.settings.service_user)
             return
-        self._drop_privileges(self.settings.service_user)
+        identity = self._drop_privileges(self.settings.service_user)
+        model = self.model
+        if isinstance(identity, Identity) and model is not None and isinstance(model.decoder, NeuronSteps):
+            # A compiled decoder's tensor-parallel worker processes follow the server, as the encoders' do.
+            try:
+                await asyncio.to_thread(model.decoder.serve_as, identity.uid, identity.gid)
+            except NeuronEmuError as exc:
+                self._fail("model failed to load", exc)
+                model.decoder.close()
+                return
         self.engine = engine
         self._thread = threading.Thread(target=self._run_engine, name=ENGINE_THREAD, daemon=True)
         self._thread.start()

@@ -100,6 +100,13 @@ class DecoderWorkers:
             raise _relabel(exc) from None
         return torch.from_numpy(logits)
 
+    def become(self, uid: int, gid: int) -> None:
+        """Every worker (and the fork server) takes uid/gid, as a server that loaded the model as root does."""
+        try:
+            self.group.become(uid, gid)
+        except ArtifactError as exc:
+            raise _relabel(exc) from None
+
     def close(self) -> None:
         """Stop the workers (waiting until they have exited) and remove the scratch directory; idempotent."""
         self._finalizer()

@@ -417,6 +417,12 @@ class NeuronDecoder:
     def closed(self) -> bool:
         return self._closed
 
+    def become(self, uid: int, gid: int) -> None:
+        """The worker processes ("processes" executor) take uid/gid, as the serving process does once it has loaded
+        the model as root; nothing to do when the ranks run in this process."""
+        if self._workers is not None:
+            self._workers.become(uid, gid)
+
     def close(self) -> None:
         """Release the KV cache and the weights (stopping the worker processes, if any, and waiting until they have
         exited); the decoder cannot run (or be saved) afterwards."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sys
 import types
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from container.generation.neuron import NXDI_MISSING, NXDI_NOT_SERVED
-from container.generation.service import SETTINGS_REASON
+from container.env import MODEL_DIR, ServerSettings
+from container.generation.neuron import NXDI_MISSING, NXDI_NOT_SERVED, NeuronSteps
+from container.generation.service import SETTINGS_REASON, GenerationService
 from container.manifest import load_verified
+from container.privileges import Identity
 from container.service import ModelStatus
 from sagebox.pipeline.compile.generation import DecoderCompile, compile_generation
 from tests.container.generation.model_dir import character_tokenizer, reference_tokens, write_model_dir
@@ -126,3 +129,43 @@ def test_a_decoder_compiled_by_nxd_inference_is_refused_in_one_line(
     # A stand-in module named as AWS's (importable, nothing in it): Sagebox does not serve NxD Inference decoders.
     monkeypatch.setitem(sys.modules, "neuronx_distributed_inference", types.ModuleType("neuronx_distributed_inference"))
     assert NXDI_NOT_SERVED in refusal()
+
+
+def _uids(pid: int) -> list[int]:
+    """Real, effective, saved and filesystem uids of a live process, from /proc."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return [int(v) for v in fields["Uid"].split()]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the server starts as root, as SageMaker runs containers")
+def test_a_tensor_parallel_decoder_runs_on_worker_processes_that_follow_the_server_to_its_user(tmp_path: Path) -> None:
+    fp32 = write_model_dir(tmp_path / "fp32", "llama")
+    compile_generation(fp32, tmp_path / "tp2", DecoderCompile(tensor_parallel=2, batch_size=BATCH, auto_cast="none"))
+    expected = character_tokenizer().decode(reference_tokens("llama", _ids(PROMPT), 10), skip_special_tokens=True)
+    settings = ServerSettings.from_env({MODEL_DIR: str(tmp_path / "tp2"), "SAGEBOX_INTRA_OP_THREADS": "1"})
+    # The server itself stays root here (the test process); what it hands its helpers is what a real drop returns.
+    service = GenerationService(
+        settings, drop_privileges=lambda user: Identity(10001, 10001, "sagebox", "/"), memory=lambda: 1 << 30
+    )
+    pids: list[int] = []
+
+    async def main() -> None:
+        async with serving(service) as client:
+            assert service.model is not None and isinstance(service.model.decoder, NeuronSteps)
+            pids.extend(service.model.decoder.decoder.worker_pids)
+            assert len(pids) == 2
+            assert all(_uids(pid) == [10001] * 4 for pid in pids)  # no way back to root
+            body = {"inputs": PROMPT, "parameters": {"max_new_tokens": 10}}
+            response = await client.post("/invocations", json=body)
+            assert response.status_code == 200, response.text
+            assert response.json()[0]["generated_text"] == expected  # gloo all-reduces give the CPU engine's text
+
+    run(main())
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].splitlines()[0]
+    except (OSError, IndexError):
+        return "zombie"
