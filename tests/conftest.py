@@ -25,6 +25,7 @@ FILE_SECONDS = {
     "tests/sagebox/box/test_real_clients_e2e.py": 129,
     "tests/sagebox/images/test_image.py": 121,
     "tests/sagebox/box/test_up_down.py": 117,
+    "tests/sagebox/box/test_box_restart.py": 72,  # two box restarts (machine of 2026-12-07, one worker)
     # Text generation's heaviest files (measured alone on machine A, 2026-12-07, one worker).
     "tests/container/generation/test_engine.py": 52,
     "tests/sagebox/box/test_generation_endpoint_e2e.py": 40,  # 32, and 8 for its inf2 endpoints (machine E)
@@ -50,6 +51,10 @@ FILE_SECONDS = {
     "tests/container/handlers/test_neuron_parallel.py": 27,
     "tests/infra/test_cfn_lint.py": 26,
     "tests/sagebox/pipeline/compile/test_tensor_parallel.py": 25,
+    # Decoders on NeuronCores (measured alone on machine E, 2026-12-07, one worker, pytest start-up included).
+    "tests/neuron_emu/llm/test_agreement.py": 28,
+    "tests/container/generation/test_neuron_service.py": 27,
+    "tests/neuron_emu/llm/test_processes.py": 23,
     "tests/container/handlers/test_neuron.py": 24,
     "tests/neuron_emu/parallel/test_serving.py": 23,
 }
