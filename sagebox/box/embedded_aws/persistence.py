@@ -27,6 +27,7 @@ import tempfile
 import threading
 import uuid
 import weakref
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,28 @@ def _load_key(cls: Any, blob: str, state: dict[str, Any]) -> Any:
     return key
 
 
+def _nested_dict() -> defaultdict[str, dict[str, str]]:
+    return defaultdict(dict)
+
+
+def _load_nested_defaultdict(items: dict[Any, Any]) -> defaultdict[Any, Any]:
+    """A restored `defaultdict(lambda: defaultdict(dict))` (moto's SSM tags), its factory a module-level one."""
+    restored: defaultdict[Any, Any] = defaultdict(_nested_dict)
+    restored.update(items)
+    return restored
+
+
+def _load_defaultdict_subclass(
+    cls: type[defaultdict[Any, Any]], factory: Any, items: dict[Any, Any], attributes: dict[str, Any]
+) -> defaultdict[Any, Any]:
+    """A restored defaultdict subclass whose __init__ takes other arguments (moto's SSM ParameterDict)."""
+    restored = cls.__new__(cls)
+    defaultdict.__init__(restored, factory)
+    restored.update(items)
+    restored.__dict__.update(attributes)
+    return restored
+
+
 class _Restoring(threading.local):
     directory: Path | None = None
     blobs: Any = None
@@ -143,6 +166,15 @@ class Snapshots:
 
         class Pickler(pickle.Pickler):
             def reducer_override(self, obj: Any) -> Any:
+                if isinstance(obj, defaultdict) and getattr(obj.default_factory, "__name__", "") == "<lambda>":
+                    # moto's SSM backend keeps its resource tags in `defaultdict(lambda: defaultdict(dict))`, which
+                    # pickle refuses (a local lambda): every snapshot after the first SSM parameter (cdk bootstrap
+                    # writes one) failed, and a restart came back with state from before it.
+                    return (_load_nested_defaultdict, (dict(obj),))
+                if isinstance(obj, defaultdict) and type(obj) is not defaultdict:
+                    # pickle rebuilds a defaultdict subclass as cls(default_factory): ParameterDict's __init__ takes
+                    # (account_id, region_name).
+                    return (_load_defaultdict_subclass, (type(obj), obj.default_factory, dict(obj), vars(obj)))
                 if not isinstance(obj, FakeKey):
                     return NotImplemented
                 blob = blobs.get(obj) or new_blobs.get(obj)

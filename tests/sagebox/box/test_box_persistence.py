@@ -167,6 +167,11 @@ def test_a_snapshot_restores_s3_bodies_and_endpoints_are_put_back_to_deploy(tmp_
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="bucket")
         s3.put_object(Bucket="bucket", Key="k", Body=b"body" * 1000)
+        # What cdk bootstrap writes: an SSM parameter (moto keeps SSM's tags in a defaultdict of a local lambda).
+        ssm = boto3.client("ssm", region_name="us-east-1")
+        ssm.put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="33", Type="String")
+        ssm.add_tags_to_resource(ResourceType="Parameter", ResourceId="/cdk-bootstrap/hnb659fds/version",
+                                 Tags=[{"Key": "k", "Value": "v"}])  # fmt: skip
         assert snapshots.save() and not snapshots.save()  # nothing changed: nothing written
         assert len(list((tmp_path / "aws-state" / "blobs").iterdir())) == 1
     with mock_aws():
@@ -174,6 +179,10 @@ def test_a_snapshot_restores_s3_bodies_and_endpoints_are_put_back_to_deploy(tmp_
         assert "s3" in restored
         s3 = boto3.client("s3", region_name="us-east-1")
         assert s3.get_object(Bucket="bucket", Key="k")["Body"].read() == b"body" * 1000
+        ssm = boto3.client("ssm", region_name="us-east-1")
+        assert ssm.get_parameter(Name="/cdk-bootstrap/hnb659fds/version")["Parameter"]["Value"] == "33"
+        tags = ssm.list_tags_for_resource(ResourceType="Parameter", ResourceId="/cdk-bootstrap/hnb659fds/version")
+        assert tags["TagList"] == [{"Key": "k", "Value": "v"}]
 
     class Endpoint:
         def __init__(self, status: str) -> None:
