@@ -295,7 +295,7 @@ class WorkerGroup:
             try:
                 _send(conn, message)
             except OSError:
-                self.broken = f"worker rank {rank} is gone"
+                self.broken = f"worker rank {rank} exited before it could take a request"
                 self.close(force=True)
                 raise ArtifactError(f"neuron_emu.parallel: {self.broken}{self._tail()}") from None
         replies = self._gather(timeout_s, "running a request")
