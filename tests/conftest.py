@@ -25,6 +25,7 @@ FILE_SECONDS = {
     "tests/sagebox/box/test_real_clients_e2e.py": 129,
     "tests/sagebox/images/test_image.py": 121,
     "tests/sagebox/box/test_up_down.py": 117,
+    "tests/sagebox/box/test_box_restart.py": 72,  # two box restarts (machine E, 2026-12-07, one worker)
     # Text generation's heaviest files (measured alone on machine A, 2026-12-07, one worker).
     "tests/container/generation/test_engine.py": 52,
     "tests/sagebox/box/test_generation_endpoint_e2e.py": 40,  # 32, and 8 for its inf2 endpoints (machine E)

@@ -13,17 +13,19 @@ DEFAULT_PER_INSTANCE). The queue's depth is published as ApproximateBacklogSize 
 ApproximateBacklogSizePerInstance (AWS/SageMaker, dimension EndpointName: "Monitoring asynchronous endpoints",
 https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html), which autoscaling can track.
 
-The queue lives in the runtime gateway's memory: requests still queued when the gateway stops are lost (SageMaker
-keeps them for RequestTTLSeconds; the box does not persist them). The S3 and SNS calls go to the box's embedded
-AWS through `AsyncStore` (injectable for tests). Not done: RequestTTLSeconds and InvocationTimeoutSeconds (a request
-waits in the queue as long as it takes; the container call times out after the gateway's 60 s) and
-IncludeInferenceResponseIn (notifications never carry the answer).
+The queue lives in the runtime gateway's memory, and every accepted request in its journal on disk
+(sagebox.box.async_journal), written before the 202: a gateway that starts finishes what the previous one accepted,
+none twice. The S3 and SNS calls go to the box's embedded AWS through `AsyncStore` (injectable for tests).
+Not done: RequestTTLSeconds and InvocationTimeoutSeconds (a request waits in the queue as long as it takes; the
+container call times out after the gateway's 60 s) and IncludeInferenceResponseIn (notifications never carry the
+answer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import json
 import logging
@@ -34,6 +36,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from sagebox.box.async_journal import AsyncJournal, Notifying, Unfinished, Written, new_key
 
 log = logging.getLogger("sagebox.runtime.async")
 
@@ -89,10 +93,15 @@ class Job:
     custom_attributes: str | None
     config: Mapping[str, Any]  # the endpoint's AsyncInferenceConfig when the request came
     received_at: float  # epoch seconds
+    key: str = ""  # its record in the gateway's journal ("": not journaled)
+    resumed: bool = False  # accepted by a gateway that stopped before finishing it
 
     @property
     def where(self) -> Locations:
         return locations(self.config, self.inference_id)
+
+
+_JOB_FIELDS = {f.name for f in dataclasses.fields(Job)}
 
 
 def new_inference_id() -> str:
@@ -201,6 +210,20 @@ class EmbeddedAsyncStore:
     def publish(self, topic_arn: str, message: str) -> None:
         self._call("sns", lambda sns: sns.publish(TopicArn=topic_arn, Message=message))
 
+    def exists(self, bucket: str, key: str) -> str | None:
+        """The object's content type when it exists, else None."""
+
+        def head(s3: Any) -> str | None:
+            try:
+                return str(s3.head_object(Bucket=bucket, Key=key).get("ContentType") or "application/octet-stream")
+            except Exception as exc:
+                status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if status == 404:
+                    return None
+                raise
+
+        return self._call("s3", head)
+
 
 @dataclass
 class _Queue:
@@ -222,6 +245,7 @@ class AsyncDispatcher:
         region: str,
         offload: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        journal: AsyncJournal | None = None,
     ) -> None:
         self._store = store
         self._invoke = invoke
@@ -233,6 +257,31 @@ class AsyncDispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self.completed: dict[str, int] = {}
         self.failed: dict[str, int] = {}
+        self._journal = journal
+        self._resume: dict[str, Unfinished] = {}
+
+    async def accept(self, job: Job) -> Job:
+        """Journal the request (on disk before the caller answers 202), then queue it; the job as queued."""
+        journal = self._journal
+        if journal is not None:
+            job = dataclasses.replace(job, key=new_key())
+            await self._offload(lambda: journal.accepted(job.key, job))
+        self.submit(job)
+        return job
+
+    def resume(self) -> int:
+        """Queue again every request the journal holds unfinished (a gateway's start); how many."""
+        if self._journal is None:
+            return 0
+        pending = self._journal.compact()
+        for entry in pending:
+            fields = {k: v for k, v in entry.job.items() if k in _JOB_FIELDS}
+            job = dataclasses.replace(Job(**fields), key=entry.key, resumed=True)
+            self._resume[entry.key] = entry
+            self.submit(job)
+        if pending:
+            log.info("resumed %d asynchronous request(s) accepted before the gateway restarted", len(pending))
+        return len(pending)
 
     def submit(self, job: Job) -> None:
         self._queues.setdefault(job.endpoint, _Queue()).waiting.append(job)
@@ -266,34 +315,83 @@ class AsyncDispatcher:
             self._kick(job.endpoint)
 
     async def process(self, job: Job) -> Answer:
-        """Read the input, invoke, write the outcome, notify; the Answer (its status 0 when nothing answered)."""
-        try:
-            bucket, key = split_s3(job.input_location)
-            body = await self._offload(lambda: self._store.read(bucket, key))
-        except AsyncError as exc:
-            answer = Answer(0, b"", "text/plain", f"Failed to read the input from {job.input_location}: {exc}")
+        """Read the input, invoke, write the outcome, notify; the Answer (its status 0 when nothing answered).
+
+        A journaled request records each step; one resumed from the journal skips the steps already done (an output
+        already in S3 is not redone, a recorded notification is published word for word)."""
+        resume = self._resume.pop(job.key, None) if job.key else None
+        written = resume.written if resume is not None else None
+        if resume is not None and written is None:
+            written = await self._already_written(job)
+        if written is None:
+            answer = await self._answer(job)
+            ok = 200 <= answer.status < 300
+            where = job.where
+            location = where.output if ok else where.failure
+            payload = answer.body if ok or answer.body else answer.reason.encode()
+            try:
+                bucket, key = split_s3(location)
+                await self._offload(lambda: self._store.write(bucket, key, payload, answer.content_type))
+            except AsyncError as exc:
+                log.warning(
+                    "async request %s of %s: could not write %s: %s", job.inference_id, job.endpoint, location, exc
+                )
+                if self._journal is not None:  # left unfinished in the journal: the next gateway start retries it
+                    return answer
+            reason = "" if ok else answer.reason or f"the model container answered {answer.status}"
+            written = Written(ok, answer.content_type, reason)
+            self._record(lambda journal: journal.written(job.key, written), job)
         else:
-            answer = await self._invoke(job, body)
-        ok = 200 <= answer.status < 300
-        where = job.where
-        location = where.output if ok else where.failure
-        payload = answer.body if ok or answer.body else answer.reason.encode()
-        try:
-            bucket, key = split_s3(location)
-            await self._offload(lambda: self._store.write(bucket, key, payload, answer.content_type))
-        except AsyncError as exc:
-            log.warning("async request %s of %s: could not write %s: %s", job.inference_id, job.endpoint, location, exc)
+            answer = Answer(200 if written.ok else 0, b"", written.content_type, written.reason)
+        ok = written.ok
         (self.completed if ok else self.failed)[job.endpoint] = (self.completed if ok else self.failed).get(
             job.endpoint, 0
         ) + 1
         arn = topic(job, ok)
         if arn:
-            message = json.dumps(notification(job, answer, self._region, self._clock()))
+            notifying = resume.notifying if resume is not None and resume.notifying is not None else None
+            if notifying is None:
+                notifying = Notifying(arn, json.dumps(notification(job, answer, self._region, self._clock())))
+                self._record(lambda journal: journal.notifying(job.key, notifying), job)
+            message = notifying.message
             try:
-                await self._offload(lambda: self._store.publish(arn, message))
+                await self._offload(lambda: self._store.publish(notifying.topic, message))
             except AsyncError as exc:
                 log.warning("async request %s of %s: could not notify %s: %s", job.inference_id, job.endpoint, arn, exc)
+                if self._journal is not None:
+                    return answer
+        self._record(lambda journal: journal.done(job.key), job)
         return answer
+
+    async def _answer(self, job: Job) -> Answer:
+        try:
+            bucket, key = split_s3(job.input_location)
+            body = await self._offload(lambda: self._store.read(bucket, key))
+        except AsyncError as exc:
+            return Answer(0, b"", "text/plain", f"Failed to read the input from {job.input_location}: {exc}")
+        return await self._invoke(job, body)
+
+    def _record(self, write: Callable[[AsyncJournal], None], job: Job) -> None:
+        """One journal record of a journaled job (blocking: an fsync, a few ms, in the worker's own order)."""
+        if self._journal is not None and job.key:
+            write(self._journal)
+
+    async def _already_written(self, job: Job) -> Written | None:
+        """A resumed request's outcome when it is in S3 already (the gateway died before recording it)."""
+        exists = getattr(self._store, "exists", None)
+        if exists is None:
+            return None
+        where = job.where
+        for ok, location in ((True, where.output), (False, where.failure)):
+            try:
+                bucket, key = split_s3(location)
+                found = await self._offload(lambda b=bucket, k=key: exists(b, k))  # type: ignore[misc]
+            except AsyncError:
+                return None
+            if found is not None:
+                reason = "" if ok else f"The request failed before the box restarted: see {where.failure}."
+                return Written(ok, str(found), reason)
+        return None
 
     async def aclose(self) -> None:
         for task in list(self._tasks):

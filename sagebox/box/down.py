@@ -17,9 +17,14 @@ from sagebox.box.state import load_state
 Say = Callable[[str], None]
 
 
-def tear_down(state_dir: Path, say: Say) -> int:
-    """Stop what `sagebox up` started (endpoints first) and remove its temporary files; 0 when nothing ran."""
+def tear_down(state_dir: Path, say: Say, keep_data: bool = False) -> int:
+    """Stop what `sagebox up` started (endpoints first) and remove its temporary files; 0 when nothing ran.
+
+    The box's data (the embedded AWS's snapshot and the gateway's async journal) goes too, unless `keep_data`:
+    `sagebox up` keeps it when it clears a box that died, and starts the new one from it."""
     from sagebox.box import registry
+    from sagebox.box.async_journal import JOURNAL_DIR
+    from sagebox.box.embedded_aws.persistence import SNAPSHOT_DIR
     from sagebox.box.reconciler import FLEET_FILE, load_fleet
     from sagebox.box.state import clear_state
 
@@ -42,7 +47,8 @@ def tear_down(state_dir: Path, say: Say) -> int:
             done += 1
         if state.registry_host:
             registry.untrust(state.registry_host)
-    for name in ("endpoints", "logs", ROUTES_FILE, FLEET_FILE):
+    data = () if keep_data else (SNAPSHOT_DIR, JOURNAL_DIR)
+    for name in ("endpoints", "logs", ROUTES_FILE, FLEET_FILE, *data):
         path = state_dir / name
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)

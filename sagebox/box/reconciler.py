@@ -69,6 +69,7 @@ class Reconciler:
         wall: Callable[[], float] = time.time,
         serverless_idle_s: float = serverless.DEFAULT_IDLE_S,
         note: Note = no_note,
+        before_fleet: Callable[[], None] = lambda: None,
     ) -> None:
         """`healthy(instance, timeout_s)` waits for /ping, `fetch(s3, url, dest)` untars model data, `spawn(fn,
         name)` runs a deployment in the background (a thread by default), `probe(instance)` is one health check of
@@ -77,7 +78,8 @@ class Reconciler:
         ALARM (name -> reason), `on_pass()` runs first on every pass (alarm evaluation, autoscaling); deployment
         waits last `time_scale` times their length. A serverless variant scales to zero after `serverless_idle_s`
         box seconds without a request, judged on `wall()` (epoch seconds, the clock of the gateway's activity
-        file). `note` writes a failure's reason into the endpoint's logs. Injectable for tests."""
+        file). `note` writes a failure's reason into the endpoint's logs. `before_fleet()` runs before each write of
+        fleet.json (the embedded AWS snapshots its state there). Injectable for tests."""
         self._backend = backend
         self._poll_s = poll_s
         self._on_pass = on_pass
@@ -86,7 +88,7 @@ class Reconciler:
         self.state = FleetState()
         self._ctx = Context(
             self.state,
-            Records(self.state, state_dir, launcher.mode, self._time),
+            Records(self.state, state_dir, launcher.mode, self._time, before_fleet),
             self._time,
             backend,
             spawn=spawn or thread,

@@ -51,6 +51,7 @@ from starlette.routing import Route as HttpRoute
 
 from sagebox.box import async_inference as aio
 from sagebox.box import data_capture
+from sagebox.box.async_journal import AsyncJournal
 from sagebox.box.gateway.async_invocations import AsyncInvocations
 from sagebox.box.gateway.cold_starts import ColdStarts
 from sagebox.box.gateway.flushing import Flusher
@@ -121,11 +122,13 @@ def create_gateway(
     async_store: aio.AsyncStore | None = None,
     poll_s: float = 0.05,
     capturer: data_capture.Capturer | None = None,
+    journal: AsyncJournal | None = None,
 ) -> Starlette:
     """`metrics` receives the PutMetricData datums every `flush_s` (default: the box's embedded CloudWatch);
     `async_store` reads asynchronous inputs and writes their outcomes and the captured data (default: the embedded S3
-    and SNS); `capturer` samples invocations for data capture. The state directory (beside `routes_path`) also
-    receives the serverless activity file and the shadow logs."""
+    and SNS); `capturer` samples invocations for data capture; `journal` keeps the accepted asynchronous requests,
+    and those a previous gateway left unfinished are resumed at start (default: in the state directory). The state
+    directory (beside `routes_path`) also receives the serverless activity file and the shadow logs."""
     state_dir = routes_path.parent
     table = RouteTable(routes_path)
     client = upstream or HttpUpstream(timeout_s=60.0, connect_timeout_s=2.0)
@@ -139,7 +142,8 @@ def create_gateway(
     # Read here, at assembly, from this module: a test lowers it with monkeypatch on sagebox.box.runtime_gateway.
     mirror = Mirror(pick, forwarder, meter, now, timer, max_in_flight=MAX_SHADOW_IN_FLIGHT)
     invoker = Invoker(table, pick, forwarder, meter, cold, mirror, capture, region, now, timer)
-    asynchronous = AsyncInvocations(table, pick, forwarder, meter, store, region, now, timer)
+    journaled = journal if journal is not None else AsyncJournal(state_dir)
+    asynchronous = AsyncInvocations(table, pick, forwarder, meter, store, region, now, timer, journaled)
     flusher = Flusher(state_dir, meter, sink, asynchronous.backlog_datums, cold, mirror, capture, store, flush_s)
 
     async def health(request: Request) -> Response:
@@ -148,6 +152,7 @@ def create_gateway(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         flushing = asyncio.create_task(flusher.run())
+        asynchronous.dispatcher.resume()
         try:
             yield
         finally:
@@ -158,6 +163,7 @@ def create_gateway(
             with contextlib.suppress(Exception):
                 await flusher.flush()
             await client.aclose()
+            journaled.close()
 
     return Starlette(
         routes=[

@@ -156,7 +156,11 @@ def prepare_containers(state: BoxState, state_dir: Path, say: Say) -> None:
     say(f"registry on https://{host} (storage {files.storage})")
 
 
-def start_embedded_aws(state: BoxState, state_dir: Path, time_scale: float | None = None) -> None:
+def start_embedded_aws(
+    state: BoxState, state_dir: Path, time_scale: float | None = None, persist: bool = False
+) -> None:
+    """`persist`: the embedded AWS snapshots its state under `state_dir` and starts from the last snapshot there
+    (sagebox.box.embedded_aws.persistence)."""
     config = EmbeddedAwsConfig(
         port=free_port(),
         state_dir=state_dir.resolve(),
@@ -166,6 +170,7 @@ def start_embedded_aws(state: BoxState, state_dir: Path, time_scale: float | Non
         registry_ca=(state_dir / "registry" / "tls" / "cert.pem").resolve() if state.registry_host else None,
         docker_host=state.docker_host or None,
         time_scale=time_scale,
+        persist=persist,
     )
     log = state_dir / "logs" / "embedded-aws.log"
     pid = processes.spawn(["-m", "sagebox.box.embedded_aws.server", *config.argv()], log)
@@ -217,8 +222,9 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
     if existing is not None:  # a box whose embedded AWS died: stop what it left (gateway, registry, instances)
         from sagebox.box.down import tear_down
 
+        # Its state (the embedded AWS's snapshot, the gateway's async journal) stays: the new box starts from it.
         with step("clear the box whose embedded AWS stopped") as say:
-            tear_down(state_dir, say)
+            tear_down(state_dir, say, keep_data=True)
     state = BoxState(region=REGION, mode="containers" if options.containers else "processes")
     targets: tuple[str, ...] = ()
     if options.targets is None or options.targets:
@@ -233,7 +239,7 @@ def bring_up(options: UpOptions, step: Step) -> BoxState:
                 prepare_containers(state, state_dir, say)
                 save_state(state_dir, state)
         with step("embedded AWS (moto server) and the box's control plane"):
-            start_embedded_aws(state, state_dir, options.time_scale)
+            start_embedded_aws(state, state_dir, options.time_scale, persist=True)
             save_state(state_dir, state)
         with step("runtime gateway (InvokeEndpoint)"):
             start_gateway(state, state_dir)

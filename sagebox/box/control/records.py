@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,18 @@ FLEET_FILE = "fleet.json"
 ROUTES_FILE = "routes.json"
 
 
+def _nothing() -> None:
+    return None
+
+
 class Records:
-    def __init__(self, state: FleetState, state_dir: Path, mode: str, time: BoxTime) -> None:
-        """`mode` is the launcher's ("processes" or "containers"), reported per endpoint."""
+    def __init__(
+        self, state: FleetState, state_dir: Path, mode: str, time: BoxTime, before_fleet: Callable[[], None] = _nothing
+    ) -> None:
+        """`mode` is the launcher's ("processes" or "containers"), reported per endpoint. `before_fleet()` runs before
+        each write of fleet.json, after the control plane changed what it runs and what DescribeEndpoint says (the
+        embedded AWS snapshots its state there: whoever sees fleet.json change finds the change on disk)."""
+        self._before_fleet = before_fleet
         self._state = state
         self._state_dir = state_dir
         self._mode = mode
@@ -54,6 +64,7 @@ class Records:
         save_routes(self._state_dir / ROUTES_FILE, routes)
 
     def write_fleet(self) -> None:
+        self._before_fleet()
         state = self._state
         with state.lock:
             now = self._time.now()

@@ -26,6 +26,10 @@ tells users to run (the CDK CLI and cdk-assets, boto3, the SageMaker SDK); infra
 - `kms`: keys created from templates accept CloudFormation's `{Key, Value}` tags.
 - `ecr`: repositories live in a real local OCI registry: repository URIs and the authorization token's proxy
   endpoint name it, and the images ECR lists are the registry's.
+- `sns_dedupe`: an identical SageMaker async notification published twice to a topic is delivered once (the
+  gateway republishes a recorded one after a restart).
+- `persistence` (with `--persist`, as `sagebox up` runs it): every backend snapshotted to the state directory before
+  each state-changing answer, and restored at start, serving endpoints deployed again.
 
 Box time: `SAGEBOX_BOX_TIME_SCALE` (read by the embedded AWS process, see `config.TIME_SCALE_ENV`) shortens every
 wait of the box's SageMaker, CloudWatch and Application Auto Scaling by the same factor.

@@ -152,8 +152,18 @@ def _describe_change_set(self: CloudFormationResponse) -> ActionResult:
 
 
 def _delete_change_set(self: CloudFormationResponse) -> EmptyResult:
-    change_set = _named_change_set(self)
-    self.cloudformation_backend.change_sets.pop(change_set.change_set_id, None)
+    """DeleteChangeSet succeeds for a change set that is not there when its stack is: the CDK CLI deletes
+    "cdk-deploy-change-set" before every deploy to an existing stack, "if it exists" (its cleanupOldChangeset), and
+    after the box restored its state (no change sets kept) that stack has none."""
+    from moto.cloudformation.exceptions import ValidationError
+
+    backend = self.cloudformation_backend
+    name, stack_name = self._get_param("ChangeSetName"), self._get_param("StackName")
+    change_set = _find_change_set(backend, name, stack_name)
+    if change_set is not None:
+        backend.change_sets.pop(change_set.change_set_id, None)
+    elif stack_name is None or not any(stack_name in (s.name, s.stack_id) for s in backend.stacks.values()):
+        raise ValidationError(name)
     return EmptyResult()
 
 

@@ -56,6 +56,8 @@ class EmbeddedAwsConfig:
     docker_host: str | None = None
     # See TIME_SCALE_ENV; the server reads the environment when this is None.
     time_scale: float | None = None
+    # Snapshot moto's state into the state directory and restore it at start (sagebox.box.embedded_aws.persistence).
+    persist: bool = False
 
     @property
     def url(self) -> str:
@@ -73,6 +75,8 @@ class EmbeddedAwsConfig:
             args += ["--docker-host", self.docker_host]
         if self.time_scale is not None:
             args += ["--time-scale", repr(self.time_scale)]
+        if self.persist:
+            args += ["--persist"]
         return args
 
 

@@ -40,7 +40,7 @@ log = logging.getLogger("sagebox.aws")
 def apply_patches(config: EmbeddedAwsConfig) -> None:
     """Every patch of moto that the box needs (see the package docstring and infra/README.md)."""
     from infra.catalog import instances
-    from sagebox.box.embedded_aws import autoscaling, cloudformation, cloudwatch, kms, logs, sagemaker
+    from sagebox.box.embedded_aws import autoscaling, cloudformation, cloudwatch, kms, logs, sagemaker, sns_dedupe
 
     sagemaker.accept_instance_types(instances())
     sagemaker.endpoint_lifecycle()
@@ -52,6 +52,7 @@ def apply_patches(config: EmbeddedAwsConfig) -> None:
     cloudwatch.apply()
     logs.apply()
     autoscaling.apply()
+    sns_dedupe.apply()
     if config.registry_host and config.registry_ca:
         from sagebox.box.embedded_aws import ecr
         from sagebox.box.registry import RegistryClient
@@ -129,9 +130,22 @@ def serve(config: EmbeddedAwsConfig, stop: threading.Event) -> int:
 
     scale = config.time_scale if config.time_scale is not None else time_scale(os.environ)
     apply_patches(config)
+    snapshots = None
+    if config.persist:  # the previous box's state first, before anything answers (nothing lost when a box dies)
+        from sagebox.box.embedded_aws import persistence
+
+        snapshots = persistence.Snapshots(persistence.snapshot_dir(config.state_dir))
+        restored = snapshots.restore()
+        if restored:
+            recovered = persistence.recover_endpoints(sagemaker_backends[ACCOUNT][config.region])
+            log.info("restored %s; endpoints deployed again: %s", ", ".join(restored), ", ".join(recovered) or "none")
     # Before the server answers: whoever waits for it (sagebox up) then starts the gateway, which reads this.
     write_endpoint_file(config.state_dir, EndpointFile(f"http://127.0.0.1:{config.port}", config.region, scale))
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=config.port, verbose=False)
+    if snapshots is not None:
+        server = persistence.persistent_server(snapshots, "127.0.0.1", config.port)
+        persistence.run_periodically(snapshots, stop)
+    else:
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=config.port, verbose=False)
     server.start()
     s3 = boto3.client(
         "s3",
@@ -155,6 +169,7 @@ def serve(config: EmbeddedAwsConfig, stop: threading.Event) -> int:
         alarms=lambda: dict(firing),
         on_pass=on_pass,
         note=shipper.note,
+        before_fleet=snapshots.save_quietly if snapshots is not None else lambda: None,
     )
     sagemaker.on_change(reconciler.notify)
     loop = threading.Thread(target=reconciler.run, args=(stop,), name="control-plane", daemon=True)
@@ -179,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry-ca", type=Path)
     parser.add_argument("--docker-host")
     parser.add_argument("--time-scale", type=float, help="box time scale (default: $SAGEBOX_BOX_TIME_SCALE, else 1)")
+    parser.add_argument("--persist", action="store_true", help="snapshot the state and restore it at start")
     args = parser.parse_args(argv)
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stdout)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -191,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         registry_ca=args.registry_ca,
         docker_host=args.docker_host,
         time_scale=args.time_scale,
+        persist=args.persist,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

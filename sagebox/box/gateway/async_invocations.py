@@ -9,6 +9,7 @@ ApproximateBacklogSizePerInstance, zeros included, because target tracking scale
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -18,11 +19,15 @@ from starlette.responses import Response
 
 from sagebox.box import async_inference as aio
 from sagebox.box import runtime_params
+from sagebox.box.async_journal import AsyncJournal
 from sagebox.box.gateway import wire
 from sagebox.box.gateway.forwarding import Forwarder
 from sagebox.box.gateway.metering import Meter, outcome_of
 from sagebox.box.gateway.picking import Picker
-from sagebox.box.routes import RouteTable
+from sagebox.box.routes import Route, RouteTable
+
+# How long a request resumed after a restart waits for its endpoint to serve again (real seconds).
+RESUMED_WAIT_S = 600.0
 
 
 class AsyncInvocations:
@@ -36,14 +41,19 @@ class AsyncInvocations:
         region: str,
         now: Callable[[], float],
         timer: Callable[[], float],
+        journal: AsyncJournal | None = None,
+        resumed_wait_s: float = RESUMED_WAIT_S,
     ) -> None:
+        """`journal` keeps every accepted request on disk; a request resumed from it waits up to `resumed_wait_s`
+        for its endpoint to serve again (the control plane redeploys it after a restart)."""
         self._table = table
         self._pick = pick
         self._forwarder = forwarder
         self._meter = meter
         self._now = now
         self._timer = timer
-        self.dispatcher = aio.AsyncDispatcher(store, self._invoke_job, self._capacity, region)
+        self._resumed_wait_s = resumed_wait_s
+        self.dispatcher = aio.AsyncDispatcher(store, self._invoke_job, self._capacity, region, journal=journal)
 
     async def invoke_async(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -75,7 +85,7 @@ class AsyncInvocations:
             config=route.async_config,
             received_at=self._now(),
         )
-        self.dispatcher.submit(job)
+        job = await self.dispatcher.accept(job)  # in the journal before the 202 (sagebox.box.async_journal)
         where = job.where
         return Response(
             json.dumps({"InferenceId": job.inference_id}),
@@ -105,6 +115,8 @@ class AsyncInvocations:
         """An asynchronous request's call to an instance, measured like any invocation."""
         started = self._timer()
         route = self._table.get(job.endpoint)
+        if route is None and job.resumed:
+            route = await self._serving_again(job.endpoint)
         choice = self._pick.choose(route, None) if route is not None else None
         if route is None or choice is None:
             return aio.Answer(0, b"", "text/plain", f"Endpoint {job.endpoint} no longer serves.")
@@ -122,6 +134,17 @@ class AsyncInvocations:
         kind = response.headers.get("content-type", "application/octet-stream")
         reason = "" if response.status_code < 400 else f"The model container answered {response.status_code}."
         return aio.Answer(int(response.status_code), response.body, kind, reason)
+
+    async def _serving_again(self, endpoint: str) -> Route | None:
+        """The endpoint's route once the control plane has deployed it again, None after `resumed_wait_s`."""
+        waited = 0.0
+        while waited < self._resumed_wait_s:
+            await asyncio.sleep(0.25)
+            waited += 0.25
+            route = self._table.get(endpoint)
+            if route is not None:
+                return route
+        return None
 
     def _capacity(self, endpoint: str) -> int:
         """Requests the endpoint takes at once: its instances times MaxConcurrentInvocationsPerInstance."""
