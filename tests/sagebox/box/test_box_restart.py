@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from sagebox.box.reconciler import load_fleet
 from sagebox.box.state import BoxState, load_state
 from sagebox.box.up import UpOptions, bring_up
 from tests.conftest import minilm_tokenizer_path
+from tests.sagebox.box.test_endpoint_types_e2e import poll as poll_until
 from tests.sagebox.box.test_guardrails_e2e import IMAGE, QUESTION, ROLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -51,13 +51,7 @@ def quiet(title: str) -> Any:
 
 
 def poll(what: str, found: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        value = found()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return poll_until(what, found, DEADLINE_S)
 
 
 @dataclass

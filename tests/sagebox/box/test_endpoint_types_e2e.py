@@ -64,9 +64,9 @@ def instance_variant(name: str, model_name: str, weight: float = 1.0) -> dict[st
     }
 
 
-def poll(what: str, found: Callable[[], Any]) -> Any:
+def poll(what: str, found: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
     """`found()` once it is truthy (polled every 0.1 s); the deadline only guards against a hang."""
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         value = found()
         if value:
