@@ -2,9 +2,10 @@
 
 The directory is what `sagebox build --task text-generation` writes and its manifest vouches for (container/
 manifest.py, GenerationSpec): transformers' config.json, the weights as safetensors under transformers' names, the
-tokenizer.json and, where the model has one, its chat template. Weights are read into float32 (FP32 artifacts; INT8
-and int4 weights are issue 39's). A directory compiled for NeuronCores (`sagebox compile --model-dir`) holds the
-compiled decoder in place of the weights (container/generation/neuron.py).
+tokenizer.json and, where the model has one, its chat template. An FP32 artifact runs on FP32 linear layers, an INT8
+artifact (int8 weights, per-channel scales: quantized.py) on INT8 kernels (linear.py). A directory compiled for
+NeuronCores (`sagebox compile --model-dir`) holds the compiled decoder in place of the weights
+(container/generation/neuron.py).
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def load_generation_model(model_dir: Path, manifest: Manifest) -> GenerationMode
         from safetensors.torch import load_file
 
         weights = load_file(str(model_dir / manifest.model_file))
-        decoder = Decoder(config, weights)
+        # An INT8 artifact's weights (int8 with per-channel scales) run on the INT8 kernels (linear.py).
+        decoder = Decoder(config, weights, linear="int8" if manifest.variant == "int8" else "fp32")
         del weights
     try:
         return _with_tokenizer(model_dir, manifest, spec, config, decoder, compiled)

@@ -99,3 +99,30 @@ def test_sliding_window_caps_the_context_and_kv_bytes_follow_the_shape() -> None
     config = read_config({**raw, "model_type": "mistral", "sliding_window": 128})
     assert isinstance(config, DecoderConfig) and config.max_positions == 128 and config.kv_heads == 2
     assert config.kv_bytes_per_token == 2 * 3 * 2 * 8 * 4
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+@pytest.mark.parametrize("linear", ["fp32", "int8"])
+def test_a_lone_decoding_step_through_the_scripted_layers_equals_the_python_layers(kind: str, linear: str) -> None:
+    model = tiny_decoder(kind)
+    raw, weights = engine_inputs(model)
+    scripted, plain = (
+        Decoder(read_config(raw), weights, linear=linear),
+        Decoder(read_config(raw), weights, linear=linear),
+    )
+    assert scripted._lone_layers is not None
+    plain._lone_layers = None
+    prompt = _prompt(11, 9)
+    logits = []
+    for decoder in (scripted, plain):
+        cache = KVCache(decoder.config, slots=3, max_len=32)
+        decoder.forward(prompt, [Segment(2, 0, 9)], cache)
+        steps = [decoder.forward(torch.tensor([5 + i]), [Segment(2, 9 + i, 1)], cache) for i in range(4)]
+        logits.append((torch.cat(steps), cache.keys[:, 2, :, :13].clone()))
+    torch.testing.assert_close(logits[0][0], logits[1][0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logits[0][1], logits[1][1])  # the scripted layers wrote the same keys to the slot
+
+
+def test_families_outside_llamas_layout_keep_the_python_layers() -> None:
+    raw, weights = engine_inputs(tiny_decoder("gpt2"))
+    assert Decoder(read_config(raw), weights)._lone_layers is None
