@@ -33,12 +33,13 @@ DEFAULT_TARGETS = ("c6i-int8", "c6i-fp32", "inf2-neuron")
 USER_MODELS = REPO / "build" / "models"
 # More targets files, each deployed beside the default targets whenever the packaged models hold its packages (the
 # demo's do): the embeddings endpoint (`sagebox build --task feature-extraction --out build/models/embeddings` makes
-# yours) and the decoder LLM's (`sagebox build --task text-generation --out build/models/llm`; inf2-llm serves it
-# compiled for NeuronCores, llm/neuron/model.tar.gz: `sagebox compile --model-dir`, not part of the demo's models).
+# yours) and the decoder LLM's (`sagebox build --task text-generation --out build/models/llm`: c6i-llm serves its
+# FP32 package, c6i-llm-int8 its INT8 one; inf2-llm serves it compiled for NeuronCores, llm/neuron/model.tar.gz:
+# `sagebox compile --model-dir`, not part of the demo's models).
 EMBEDDINGS_TARGETS_FILE = REPO / "infra" / "examples" / "embeddings.json"
 EMBEDDINGS_TARGETS = ("c6i-embeddings",)
 LLM_TARGETS_FILE = REPO / "infra" / "examples" / "llm.json"
-LLM_TARGETS = ("c6i-llm", "inf2-llm")
+LLM_TARGETS = ("c6i-llm", "inf2-llm", "c6i-llm-int8")
 EXTRA_TARGET_FILES = (EMBEDDINGS_TARGETS_FILE, LLM_TARGETS_FILE)
 TARGET_FILES = (REPO / "infra" / "targets.json", *EXTRA_TARGET_FILES)
 

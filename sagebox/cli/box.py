@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated targets of infra/targets.json (or {EMBEDDINGS_TARGETS[0]} of "
         f"infra/examples/embeddings.json, {' or '.join(LLM_TARGETS)} of infra/examples/llm.json), 'all', or 'none' "
         f"(start the box only; deploy with `npx cdk deploy`) (default: {','.join(DEFAULT_TARGETS)}, and "
-        f"{EMBEDDINGS_TARGETS[0]} / {LLM_TARGETS[0]} when the models hold embeddings/{{fp32,int8}}/model.tar.gz / "
-        f"llm/fp32/model.tar.gz, as the demo's do; {LLM_TARGETS[1]} when they hold llm/neuron/model.tar.gz)",
+        f"{EMBEDDINGS_TARGETS[0]} / {LLM_TARGETS[0]} / {LLM_TARGETS[2]} when the models hold "
+        "embeddings/{fp32,int8}/model.tar.gz / llm/fp32/model.tar.gz / llm/int8/model.tar.gz, as the demo's do; "
+        f"{LLM_TARGETS[1]} when they hold llm/neuron/model.tar.gz)",
     )
     p.add_argument(
         "--models",

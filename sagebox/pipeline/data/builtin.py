@@ -7,7 +7,9 @@ copied here because the pipeline never imports the demo package; tests/sagebox/p
 the two equal.
 
 Text generation's held-out text (`builtin/heldout_text.txt`): a few paragraphs of plain English prose written for
-Sagebox, on which a built decoder's perplexity is reported when the user gives no text of their own.
+Sagebox, on which a built decoder's perplexity is reported when the user gives no text of their own. Its chat prompts
+(`builtin/chat_prompts.txt`, one a line): short requests of varied kinds (facts, arithmetic, code, translation, a
+story, a poem, advice, an email) that the INT8 gate generates from greedily with FP32 and INT8 and compares.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sagebox.pipeline.data.squad import QAExample, load_squad
 
 QA_FILE = Path(__file__).resolve().parent / "builtin" / "qa.json"
 HELDOUT_FILE = QA_FILE.with_name("heldout_text.txt")
+CHAT_PROMPTS_FILE = QA_FILE.with_name("chat_prompts.txt")
 DEFAULT_CALIBRATION_TEXTS = 200  # calibration inputs when the user gives none
 
 
@@ -60,3 +63,9 @@ def paragraphs(text: str) -> list[str]:
 def heldout_texts() -> list[str]:
     """The built-in held-out paragraphs a text-generation model's perplexity is measured on, in file order."""
     return paragraphs(HELDOUT_FILE.read_text(encoding="utf-8"))
+
+
+def chat_prompts() -> list[str]:
+    """The built-in chat prompts the text-generation INT8 gate generates from, in file order."""
+    lines = CHAT_PROMPTS_FILE.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip()]

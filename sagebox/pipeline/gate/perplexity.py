@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from container.generation.decoder import Decoder, KVCache, Segment
-from container.generation.model import load_generation_model
+from container.generation.model import GenerationModel, load_generation_model
 from container.manifest import Manifest, load_verified
 from sagebox.errors import SageboxError
 from sagebox.pipeline.data import builtin
@@ -102,9 +102,33 @@ def model_dir_perplexity(
     in windows of `context` tokens (default: the model's context, at most MAX_DEFAULT_CONTEXT) every `stride` tokens
     (default: half a window). `manifest`: the directory's, already verified (else it is read and verified here)."""
     manifest = manifest or load_verified(model_dir)  # a tampered or incomplete directory: ManifestError, one line
-    spec = manifest.generation
-    if spec is None:
+    return model_perplexity(load_cpu_model(model_dir, manifest), texts, context=context, stride=stride, data=data)
+
+
+def load_cpu_model(model_dir: Path, manifest: Manifest) -> GenerationModel:
+    """The text-generation directory loaded as the CPU server loads it (FP32 or INT8 linear layers, as its variant
+    says); one line when it holds another task's model or a decoder compiled for NeuronCores."""
+    if manifest.generation is None:
         raise SageboxError(f"{model_dir} holds a {manifest.task} model: perplexity is measured on text-generation ones")
+    if manifest.runtime != "torch":
+        raise SageboxError(
+            f"{model_dir} holds a decoder compiled for NeuronCores, whose graphs give the last prompt token's logits "
+            "only: measure perplexity on the FP32 text-generation directory it was compiled from"
+        )
+    return load_generation_model(model_dir, manifest)
+
+
+def model_perplexity(
+    model: GenerationModel,
+    texts: Sequence[str] | None = None,
+    *,
+    context: int | None = None,
+    stride: int | None = None,
+    data: str | None = None,
+) -> Perplexity:
+    """model_dir_perplexity of a model already loaded (load_cpu_model)."""
+    spec = model.manifest.generation
+    assert spec is not None and isinstance(model.decoder, Decoder)
     if texts is None:
         texts = builtin.heldout_texts()
         data = data or f"Sagebox's built-in held-out text ({len(texts)} paragraphs)"
@@ -112,13 +136,6 @@ def model_dir_perplexity(
     if not 2 <= window <= spec.context_length:
         raise SageboxError(f"the perplexity window must be 2 to {spec.context_length} tokens (the context): {window}")
     step = stride or max(window // 2, 1)
-    if manifest.runtime != "torch":
-        raise SageboxError(
-            f"{model_dir} holds a decoder compiled for NeuronCores, whose graphs give the last prompt token's logits "
-            "only: measure perplexity on the FP32 text-generation directory it was compiled from"
-        )
-    model = load_generation_model(model_dir, manifest)
-    assert isinstance(model.decoder, Decoder)
     total, count = 0.0, 0
     for text in texts:
         ids = model.encode(text, spec.add_special_tokens)

@@ -152,8 +152,8 @@ def load_task_module(info: TaskInfo, attn_implementation: str = "eager") -> Task
     if info.task == "text-generation":
         raise SageboxError(
             f"{info.model_dir} holds a decoder LLM ({info.architecture}): text-generation models are built by "
-            "`sagebox build --task text-generation` (FP32), and compiled for NeuronCores from that build's directory "
-            "(`sagebox compile --model-dir`)"
+            "`sagebox build --task text-generation` (FP32 and INT8), and compiled for NeuronCores from that build's "
+            "FP32 directory (`sagebox compile --model-dir`)"
         )
     _quiet_transformers()
     auto = {

@@ -1,11 +1,11 @@
 """Which packaged models `sagebox up` sees, and the LLM targets it deploys by default from them: c6i-llm for
-llm/fp32, inf2-llm for llm/neuron (the decoder compiled for NeuronCores)."""
+llm/fp32, c6i-llm-int8 for llm/int8, inf2-llm for llm/neuron (the decoder compiled for NeuronCores)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sagebox.box.up import DEFAULT_TARGETS, default_targets, has_models
+from sagebox.box.up import DEFAULT_TARGETS, check_targets, default_targets, has_models, targets_context
 
 
 def _package(root: Path, *names: str) -> Path:
@@ -26,3 +26,7 @@ def test_the_llm_targets_follow_their_packages(tmp_path: Path) -> None:
     assert default_targets(both) == (*DEFAULT_TARGETS, "c6i-llm", "inf2-llm")
     cpu = _package(tmp_path / "cpu", "llm/fp32/model.tar.gz")
     assert default_targets(cpu) == (*DEFAULT_TARGETS, "c6i-llm")
+    demo = _package(tmp_path / "demo", "llm/fp32/model.tar.gz", "llm/int8/model.tar.gz")  # what `make demo` builds
+    assert default_targets(demo) == (*DEFAULT_TARGETS, "c6i-llm", "c6i-llm-int8")
+    assert check_targets(["c6i-llm-int8"], demo) == ("c6i-llm-int8",)
+    assert targets_context(["c6i-llm-int8"])[-1].endswith("infra/examples/llm.json")

@@ -59,3 +59,12 @@ def test_only_an_fp32_text_generation_directory_is_compiled(tiny_model_dir: Path
         compile_generation(tiny_model_dir, tmp_path / "out")
     with pytest.raises(SageboxError, match=r"--model-dir: model directory .* does not exist"):
         compile_generation(tmp_path / "nothing", tmp_path / "out")
+
+
+def test_an_int8_text_generation_directory_is_not_compiled(fp32_dir: Path, tmp_path: Path) -> None:
+    from sagebox.pipeline.quantize.generation import build_generation_int8
+
+    build_generation_int8(fp32_dir, tmp_path / "int8")
+    with pytest.raises(SageboxError, match="holds the int8 variant; compile the FP32 text-generation directory"):
+        compile_generation(tmp_path / "int8", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

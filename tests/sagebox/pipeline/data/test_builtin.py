@@ -52,3 +52,9 @@ def test_the_heldout_text_is_whole_paragraphs_of_prose() -> None:
 
 def test_paragraphs_split_on_blank_lines_and_join_wrapped_lines() -> None:
     assert builtin.paragraphs("One line\nwrapped.\n\n\n  Two.  \r\n\r\nThree") == ["One line wrapped.", "Two.", "Three"]
+
+
+def test_the_chat_prompts_are_sixteen_distinct_short_requests() -> None:
+    prompts = builtin.chat_prompts()
+    assert len(prompts) == len(set(prompts)) == 16
+    assert all(10 < len(prompt) < 80 and prompt == prompt.strip() and prompt[-1] in ".?" for prompt in prompts)
