@@ -26,7 +26,7 @@ PYTEST_ARGS ?=
 # CLI, podman), so 3 workers keep 2 cores busy (docs/benchmarks.md). TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 3
 
-.PHONY: help venv node podman demo test lint typecheck image down clean
+.PHONY: help venv node podman demo test lint typecheck image down clean peers
 
 help:
 	@echo "make demo   - build, deploy and benchmark the demo on the embedded AWS (no account needed)"
@@ -80,6 +80,32 @@ test: venv node lint
 	types=0; wait $$types_pid || types=$$?; \
 	echo "mypy: $$(tail -1 $(VENV)/mypy.log)"; [ $$types -eq 0 ] || cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
+
+# The llama.cpp peers of scripts/bench_generation.py (issue 39), built here from PyPI's sdist of llama-cpp-python
+# 0.3.36 into .sagebox/peers/: a venv with llama-cpp-python compiled from the sdist (--no-binary), and
+# llama-batched-bench from the same sdist's vendor/llama.cpp (cmake, Release; both -march=native, llama.cpp's default).
+# Not part of test or demo: measured on a 2-core AMD EPYC (AVX-512), the pip build took 6.0 min and the cmake build
+# 5.3 min. Each part is skipped when it is already there; logs in .sagebox/peers/{download,pip,cmake}.log.
+peers:
+	@mkdir -p .sagebox/peers
+	@cd .sagebox/peers; version=0.3.36; sdist=llama_cpp_python-$$version.tar.gz; \
+	fetch() { [ -f $$sdist ] || { echo "Downloading llama-cpp-python $$version's sdist from PyPI"; \
+		$(PYTHON) -m pip download --no-binary :all: --no-deps llama-cpp-python==$$version -d . > download.log 2>&1 \
+			|| { tail -20 download.log; exit 1; }; }; }; \
+	if venv/bin/python -c "import llama_cpp" 2>/dev/null; then echo "llama-cpp-python: already in .sagebox/peers/venv"; \
+	else \
+		fetch; echo "Building llama-cpp-python $$version from its sdist into .sagebox/peers/venv (~6 min on 2 cores)"; \
+		$(PYTHON) -m venv venv; \
+		venv/bin/python -m pip install --no-binary llama-cpp-python ./$$sdist > pip.log 2>&1 || { tail -30 pip.log; exit 1; }; \
+	fi; \
+	if [ -x build/bin/llama-batched-bench ]; then echo "llama-batched-bench: already in .sagebox/peers/build/bin"; \
+	else \
+		fetch; echo "Building llama-batched-bench from the sdist's vendor/llama.cpp (~5 min on 2 cores)"; \
+		tar -xzf $$sdist; \
+		{ cmake -S llama_cpp_python-$$version/vendor/llama.cpp -B build -DCMAKE_BUILD_TYPE=Release \
+			&& cmake --build build --target llama-batched-bench -j "$$(nproc)"; } > cmake.log 2>&1 \
+			|| { tail -30 cmake.log; exit 1; }; \
+	fi
 
 image: venv podman
 	@$(BIN)/sagebox image check

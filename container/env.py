@@ -268,6 +268,13 @@ class ServerSettings:
     listen_fd: int | None = None
     # The nice value the HTTP thread adds to its own once the inference thread runs (0: none; container/priorities.py).
     http_nice: int = 0
+    # The text-generation engine's intra-op threads: intra_op_threads, but never every CPU a worker has: one is left
+    # to the event loop that streams the tokens (at least 1 thread). An intra-op thread that the HTTP side preempts
+    # stalls every parallel call of the step: on 2 CPUs (machine A, demo LLM INT8, clients on the same CPUs) 1 thread
+    # streamed 74 tokens/s at one stream and 244 at 16, 2 threads 38 and 178; in process, without HTTP, 1 and 2
+    # threads decoded alike (~12 ms a token). vLLM's CPU backend reserves CPUs for its API server for the same reason.
+    # 0: the same as intra_op_threads.
+    generation_threads: int = 0
     # Text generation; 0: derived from the model and the memory.
     max_total_tokens: int = 0
     max_batch_total_tokens: int = 0
@@ -281,6 +288,11 @@ class ServerSettings:
     tensor_parallel_degree: Named[int] | None = None
     llm_batch_size: Named[int] | None = None
     auto_cast_type: Named[str] | None = None
+
+    @property
+    def engine_threads(self) -> int:
+        """The text-generation engine's intra-op threads."""
+        return self.generation_threads or self.intra_op_threads
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -305,6 +317,7 @@ class ServerSettings:
             max_features_per_request=_int(env, MAX_FEATURES_PER_REQUEST, 256, 1),
             max_body_bytes=_int(env, MAX_BODY_BYTES, SIX_MB, 1),
             intra_op_threads=_int(env, INTRA_OP_THREADS, default_threads, 1),
+            generation_threads=min(_int(env, INTRA_OP_THREADS, default_threads, 1), max(1, default_threads - 1)),
             # Intra-op threads spin between the ops of a call (never after it); off saves CPU, costs latency.
             spin_wait=_bool(env, SPIN_WAIT, True),
             flush_denormals=_bool(env, FLUSH_DENORMALS, True),

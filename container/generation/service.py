@@ -161,7 +161,7 @@ class GenerationService:
             limits.slots,
             limits.cache_tokens * config.kv_bytes_per_token / 2**20,
             limits.prefill_chunk,
-            self.settings.intra_op_threads,
+            self.settings.engine_threads,
         )
 
     def _fail(self, what: str, exc: BaseException, reason: str | None = None) -> None:
@@ -173,7 +173,7 @@ class GenerationService:
     def _load(self) -> Engine:
         import torch
 
-        torch.set_num_threads(self.settings.intra_op_threads)
+        torch.set_num_threads(self.settings.engine_threads)
         manifest = load_verified(self.settings.model_dir)
         model = load_generation_model(self.settings.model_dir, manifest)
         try:
@@ -196,7 +196,7 @@ class GenerationService:
     def _run_engine(self) -> None:
         import torch
 
-        torch.set_num_threads(self.settings.intra_op_threads)  # intra-op threads are per calling thread's pool
+        torch.set_num_threads(self.settings.engine_threads)  # intra-op threads are per calling thread's pool
         assert self.engine is not None
         self.engine.run()
 

@@ -1,13 +1,22 @@
-"""Text-generation benchmark: streamed latency and throughput of the real server, transformers' generate() beside
-it, $ per million output tokens, and (optionally) how the server holds up under an overload.
+"""Text-generation benchmark: streamed latency and throughput of the real server for one or several Sagebox model
+directories, llama.cpp (llama-cpp-python and llama-batched-bench) and transformers' generate() beside them on the same
+model and prompt, $ per million output tokens, and (optionally) how the server holds up under an overload.
 
-    python scripts/bench_generation.py [--model DIR|GGUF|FOLDER|HUB_ID] [--overload] [--out FILE]
+    python scripts/bench_generation.py [--model DIR|GGUF|FOLDER|HUB_ID ...] [--peer-gguf GGUF] [--overload] [--out FILE]
 
-The model is a text-generation model directory (`sagebox build --task text-generation` writes one), or anything
-`sagebox build` takes (a causal LM folder, a GGUF file, a Hub id), built once into the cache
-(`$SAGEBOX_CACHE_DIR/bench/generation/`). Default: the demo's SmolLM2-135M-Instruct GGUF from PyPI.
+--model is repeatable: each is a text-generation model directory (`sagebox build --task text-generation` writes
+one), or anything `sagebox build` takes (a causal LM folder, a GGUF file, a Hub id), built once into the cache
+(`$SAGEBOX_CACHE_DIR/bench/generation/`). Default: the demo's SmolLM2-135M-Instruct GGUF from PyPI. Several --model
+measure several variants of one model in one run, e.g. a build's FP32 and INT8 directories:
 
-1. The server (`python -m container serve`, SAGEBOX_INTRA_OP_THREADS=2 by default) over HTTP, greedy, the prompt
+    python scripts/bench_generation.py --model /tmp/smol-work/fp32 --model /tmp/smol-work/int8
+
+each measured the same way, one after the other (a server of its own per directory), and labelled by its manifest's
+`variant` (fp32, int8; a second directory of one variant is fp32-2). The first --model's figures are also under the
+result's `server` key, as when there was only one.
+
+1. The server (`python -m container serve`, its engine on its own default threads, one fewer than the CPUs, unless
+   --server-threads sets SAGEBOX_INTRA_OP_THREADS) over HTTP, greedy, the prompt
    "Write a short story about a robot who learns to paint." through the model's chat template (the Messages API,
    `stream: true`, usage included), 64 new tokens: one stream (a few times, one after the other), then 4 and then 16
    concurrent streams. Each event is timed as its bytes arrive (httpx, the SSE re-split as the bytes come): time to
@@ -15,20 +24,29 @@ The model is a text-generation model directory (`sagebox build --task text-gener
    text: a chunk may carry two tokens when a character spans them), output tokens/s from the tokens the server
    counts (`usage.completion_tokens`; the server has no ignore_eos, so a generation may end early and the counts are
    what it did). Aggregate tokens/s = all streams' tokens / (last stream's end - first stream's start).
-2. transformers' `generate()` on the same weights (AutoModelForCausalLM from the directory's config.json and
-   safetensors), the same prompt ids, greedy, 64 new tokens, at batch 1 and a static batch of 16, on as many torch
-   threads as the server had, after the server stopped.
-3. $ per million output tokens: each instance type's hourly price (infra/data/prices.json) over the measured
-   aggregate tokens/s. These figures are THIS machine's throughput priced at each instance's rate, not a
+2. llama.cpp, after the servers (sagebox/bench/peers_llama.py says how): llama-cpp-python at one stream (the
+   server's chat text, greedy, EOS ignored, TTFT, inter-token P50/P90, tokens/s) and llama-batched-bench's prompt
+   and decode tokens/s at 1, 4 and 16 sequences, on the same threads. They run a GGUF file: --peer-gguf, else a
+   --model that is one, else the demo GGUF when the model directories were built from it. They run it as it is
+   (SmolLM2's is Q4_1), where Sagebox's FP32 serves the same weights dequantized. Their interpreter and binary:
+   --llama-python / --llama-batched-bench, else `.sagebox/peers/` (`make peers`); a peer missing is a one-line
+   note in the results. Ratios per variant: its one stream over llama-cpp-python's and over generate()'s batch 1,
+   its 16-stream aggregate over llama-batched-bench's decode at 16 sequences.
+3. transformers' `generate()` on the same weights (AutoModelForCausalLM from the first FP32 directory's config.json
+   and safetensors, else the first directory's), the same prompt ids, greedy, 64 new tokens, at batch 1 and a static
+   batch of 16, on --threads torch threads (2 by default, as llama.cpp), after the servers stopped.
+4. $ per million output tokens, per variant: each instance type's hourly price (infra/data/prices.json) over the
+   measured aggregate tokens/s. These figures are THIS machine's throughput priced at each instance's rate, not a
    measurement on that instance.
-4. `--overload`: a server configured small on purpose (MAX_TOTAL_TOKENS 1024, MAX_BATCH_TOTAL_TOKENS 8192: 8 slots,
-   MAX_CONCURRENT_REQUESTS 8 by default) gets 64 requests at once, each a ~1,000-token prompt (a paragraph repeated)
-   and max_new_tokens 16: answers vs 503s, the server's RSS (VmRSS of its process tree) before, at its peak (sampled
-   during the burst) and after, and a lone short request's latency before and after (median of 5).
+5. `--overload` (the first --model): a server configured small on purpose (MAX_TOTAL_TOKENS 1024,
+   MAX_BATCH_TOTAL_TOKENS 8192: 8 slots, MAX_CONCURRENT_REQUESTS 8 by default) gets 64 requests at once, each a
+   ~1,000-token prompt (a paragraph repeated) and max_new_tokens 16: answers vs 503s, the server's RSS (VmRSS of its
+   process tree) before, at its peak (sampled during the burst) and after, and a lone short request's latency before
+   and after (median of 5).
 
 The result (JSON, with the machine's CPU and the SIMD flags from sagebox/bench/machine.py, and how busy the other
 processes kept the CPUs) goes to --out, the servers' logs beside it (<out>-logs/); a short table is printed. The
-ratio to look at: aggregate tokens/s at 16 streams over one stream's.
+ratios to look at: aggregate tokens/s at 16 streams over one stream's, and each variant's over llama.cpp's.
 """
 
 from __future__ import annotations
@@ -48,14 +66,28 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagebox.bench.cost import cost_per_million
 from sagebox.bench.faults.procfs import RssSampler, parse_vm_rss_kib
 from sagebox.bench.machine import CpuSnapshot, cpu_info, load_between
+from sagebox.bench.peers_llama import (
+    PEER_BATCHED_BENCH,
+    PEER_PYTHON,
+    PEERS_DIR,
+    PROMPT_TOKENS,
+    find_peers,
+    llama_batched_bench,
+    llama_python_one_stream,
+    peer_ratios,
+    skipped,
+)
 from sagebox.bench.stats import percentile
 from sagebox.errors import SageboxError
 from sagebox.paths import cache_dir, state_dir
+
+if TYPE_CHECKING:
+    from container.manifest import Manifest
 from sagebox.sse import DONE, SseDecoder, event_text
 
 STORY_PROMPT = "Write a short story about a robot who learns to paint."
@@ -211,12 +243,20 @@ def concurrent_summary(results: Sequence[StreamResult]) -> dict[str, Any]:
     ok = [r for r in results if r.ok]
     tokens = sum(r.tokens for r in ok)
     window = max((r.sent + r.end for r in results), default=0.0) - min((r.sent for r in results), default=0.0)
+    # Decode alone, as llama-batched-bench's S_TG counts it: every token after each stream's first, over the time from
+    # the first stream's first token to the last stream's end (prompts still being prefilled in that time count
+    # against it: a lower bound).
+    decode_window = max((r.sent + r.end for r in ok), default=0.0) - min(
+        (r.sent + r.token_times[0] for r in ok), default=0.0
+    )
+    decoded = sum(r.tokens - 1 for r in ok)
     return {
         "streams": len(results),
         "failed": len(results) - len(ok),
         "tokens": tokens,
         "wall_s": round(window, 3),
         "aggregate_tokens_per_s": round(tokens / window, 2) if window > 0 else 0.0,
+        "decode_tokens_per_s": round(decoded / decode_window, 2) if decode_window > 0 else 0.0,
         "ttft": ms_summary([r.ttft for r in ok if r.ttft is not None]),
         "inter_token": ms_summary([gap for r in ok for gap in r.gaps]),
         "per_stream": [stream_row(r) for r in results],
@@ -317,8 +357,8 @@ def model_dir_for(model: str, cache: Path, say: Callable[[str], None]) -> Path:
     return target
 
 
-def chat_prompt_ids(model_dir: Path, prompt: str) -> tuple[list[int], tuple[int, ...]]:
-    """The prompt's token ids as the server makes them for a one-message chat (the model's template, no special
+def chat_prompt(model_dir: Path, prompt: str) -> tuple[str, list[int], tuple[int, ...]]:
+    """A one-message chat as the server makes it: the text the model's template renders, its token ids (no special
     tokens added: container/generation/model.py's tokenizer and template), and the model's EOS ids."""
     from container.generation.model import load_prompt_side
     from container.generation.request import Message
@@ -329,7 +369,14 @@ def chat_prompt_ids(model_dir: Path, prompt: str) -> tuple[list[int], tuple[int,
     if template is None or manifest.generation is None:
         raise SageboxError(f"{model_dir} has no chat template: the benchmark's prompt is a chat")
     text = template.render((Message("user", prompt),))
-    return list(tokenizer.encode(text, add_special_tokens=False).ids), tuple(manifest.generation.eos_token_ids)
+    ids = list(tokenizer.encode(text, add_special_tokens=False).ids)
+    return text, ids, tuple(manifest.generation.eos_token_ids)
+
+
+def chat_prompt_ids(model_dir: Path, prompt: str) -> tuple[list[int], tuple[int, ...]]:
+    """The prompt's token ids as the server makes them for a one-message chat, and the model's EOS ids."""
+    _, ids, eos = chat_prompt(model_dir, prompt)
+    return ids, eos
 
 
 def long_prompt(model_dir: Path, target_tokens: int) -> tuple[str, int]:
@@ -388,23 +435,29 @@ def run_together(count: int, work: Callable[[Any], Any], timeout: float) -> list
     return results
 
 
+def _threads_env(threads: int | None) -> dict[str, str]:
+    """The server's intra-op threads: its own default (None) or SAGEBOX_INTRA_OP_THREADS."""
+    return {} if threads is None else {"SAGEBOX_INTRA_OP_THREADS": str(threads)}
+
+
 def server_streams(
     model_dir: Path,
     log_dir: Path,
-    threads: int,
+    threads: int | None,
     new_tokens: int,
     streams: Sequence[int],
     single_runs: int,
     say: Callable[[str], None],
+    log_name: str = "server.log",
 ) -> dict[str, Any]:
     import httpx
 
     from sagebox.local_server import LocalServer
 
-    env = {"SAGEBOX_INTRA_OP_THREADS": str(threads), "SAGEBOX_SERVICE_USER": ""}
+    env = {"SAGEBOX_SERVICE_USER": "", **_threads_env(threads)}
     body = chat_body(STORY_PROMPT, new_tokens)
     started = time.perf_counter()
-    with LocalServer.start(model_dir, log_dir / "server.log", env=env) as server:
+    with LocalServer.start(model_dir, log_dir / log_name, env=env) as server:
         ready_s = time.perf_counter() - started
         say(f"server ready in {ready_s:.1f} s; one stream x{single_runs}")
         with httpx.Client(timeout=600) as client:
@@ -537,7 +590,7 @@ def _timed_post(client: Any, url: str, body: Mapping[str, Any]) -> dict[str, Any
 
 
 def overload(
-    model_dir: Path, log_dir: Path, threads: int, plan: OverloadPlan, say: Callable[[str], None]
+    model_dir: Path, log_dir: Path, threads: int | None, plan: OverloadPlan, say: Callable[[str], None]
 ) -> dict[str, Any]:
     import httpx
 
@@ -553,7 +606,7 @@ def overload(
         )
     burst_body = {"inputs": prompt, "parameters": {"max_new_tokens": plan.new_tokens, "details": True}}
     lone_body = chat_body(STORY_PROMPT, plan.new_tokens, stream=False)
-    env = {"SAGEBOX_INTRA_OP_THREADS": str(threads), "SAGEBOX_SERVICE_USER": "", **plan.env}
+    env = {"SAGEBOX_SERVICE_USER": "", **_threads_env(threads), **plan.env}
     with LocalServer.start(model_dir, log_dir / "overload.log", env=env) as server:
         pid = server.process.pid
         with httpx.Client(timeout=600) as client:
@@ -625,15 +678,26 @@ def _streams(text: str) -> tuple[int, ...]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="a text-generation model directory, or a causal LM folder, GGUF file or Hub id "
-                   "to build first (default: the demo's SmolLM2-135M-Instruct GGUF)")  # fmt: skip
+    p.add_argument("--model", action="append", help="a text-generation model directory, or a causal LM folder, GGUF "
+                   "file or Hub id to build first; repeatable: each is measured in turn, labelled by its variant "
+                   "(default: the demo's SmolLM2-135M-Instruct GGUF)")  # fmt: skip
     p.add_argument("--cache-dir", type=Path, help="where a built model is kept (default $SAGEBOX_CACHE_DIR)")
     p.add_argument("--out", type=Path, default=state_dir() / "bench" / "generation.json")
-    p.add_argument("--threads", type=int, default=THREADS, help="the server's intra-op threads (and torch's)")
+    p.add_argument("--threads", type=int, default=THREADS, help="threads of llama.cpp and of transformers' generate()")
+    p.add_argument("--server-threads", type=int, help="the server's SAGEBOX_INTRA_OP_THREADS (default: its own)")
     p.add_argument("--new-tokens", type=int, default=NEW_TOKENS, help="tokens to generate per request")
     p.add_argument("--streams", type=_streams, default=STREAMS, help="concurrent stream counts (default 4,16)")
     p.add_argument("--single-runs", type=int, default=SINGLE_RUNS, help="one-stream requests, one after the other")
     p.add_argument("--skip-transformers", action="store_true", help="no transformers generate() section")
+    p.add_argument("--skip-llama", action="store_true", help="no llama.cpp section")
+    p.add_argument("--peer-gguf", type=Path, help="the GGUF file llama.cpp runs (default: a --model that is a GGUF "
+                   "file, else the demo GGUF when the model directories were built from it)")  # fmt: skip
+    p.add_argument("--llama-python", type=Path, help="an interpreter with llama-cpp-python "
+                   f"(default: {PEERS_DIR / PEER_PYTHON}, built by `make peers`)")  # fmt: skip
+    p.add_argument("--llama-batched-bench", type=Path, help="llama.cpp's llama-batched-bench "
+                   f"(default: {PEERS_DIR / PEER_BATCHED_BENCH}, built by `make peers`)")  # fmt: skip
+    p.add_argument("--batched-prompt-tokens", type=int, default=PROMPT_TOKENS,
+                   help="llama-batched-bench's prompt tokens per sequence (-npp)")  # fmt: skip
     p.add_argument("--overload", action="store_true", help="also the 64-request overload scenario")
     p.add_argument("--overload-requests", type=int, default=OverloadPlan.requests)
     p.add_argument("--overload-prompt-tokens", type=int, default=OverloadPlan.prompt_tokens)
@@ -654,7 +718,108 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.threads < 1 or args.new_tokens < 1 or args.single_runs < 1 or args.overload_requests < 1:
         p.error("--threads, --new-tokens, --single-runs and --overload-requests must be >= 1")
+    if args.server_threads is not None and args.server_threads < 1:
+        p.error("--server-threads must be >= 1")
+    if args.batched_prompt_tokens < 1:
+        p.error("--batched-prompt-tokens must be >= 1")
     return args
+
+
+def variant_labels(variants: Sequence[str]) -> list[str]:
+    """Each model directory's label: its variant, numbered from the second directory of one variant (fp32-2)."""
+    seen: dict[str, int] = {}
+    labels: list[str] = []
+    for variant in variants:
+        seen[variant] = seen.get(variant, 0) + 1
+        labels.append(variant if seen[variant] == 1 else f"{variant}-{seen[variant]}")
+    return labels
+
+
+def reference_label(variants: Mapping[str, str]) -> str:
+    """The model transformers' generate() loads: the first FP32 directory (an INT8 one's weights are not what
+    AutoModelForCausalLM reads), else the first."""
+    return next((label for label, variant in variants.items() if variant == "fp32"), next(iter(variants)))
+
+
+def peer_gguf(
+    given: Path | None, models: Sequence[str], sources: Sequence[str], demo: Callable[[], Path]
+) -> tuple[Path | None, str]:
+    """The GGUF file the llama.cpp peers run, or None and why: --peer-gguf, else the first --model that is a GGUF
+    file, else the demo's when every model directory was built from it (the manifest's source name is the file's)."""
+    if given is not None:
+        return (given, "") if given.is_file() else (None, f"--peer-gguf {given} is not a file")
+    for model in models:
+        path = Path(model).expanduser()
+        if path.suffix.lower() == ".gguf" and path.is_file():
+            return path, ""
+    try:
+        demo_file = demo()
+    except SageboxError as exc:
+        return None, f"no GGUF file for llama.cpp (--peer-gguf FILE): {exc}"
+    if sources and all(source == demo_file.name for source in sources):
+        return demo_file, ""
+    return None, f"no GGUF file for llama.cpp: pass --peer-gguf FILE (the models come from {', '.join(sources)})"
+
+
+def llama_peers(
+    args: argparse.Namespace,
+    model_dir: Path,
+    sources: Sequence[str],
+    sequences: Sequence[int],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """llama-cpp-python at one stream and llama-batched-bench at each sequence count; a peer that cannot run is a
+    one-line `skipped` note."""
+    if args.skip_llama:
+        return {"python": skipped("--skip-llama"), "batched_bench": skipped("--skip-llama")}
+    gguf, why = peer_gguf(args.peer_gguf, args.model or [], sources, demo_gguf)
+    if gguf is None:
+        return {"python": skipped(why), "batched_bench": skipped(why)}
+    peers = find_peers(args.llama_python, args.llama_batched_bench)
+    out: dict[str, Any] = {
+        "gguf": str(gguf),
+        "note": "llama.cpp runs the GGUF file as it is (its own quantization, e.g. Q4_1) and ignores EOS; each "
+        "Sagebox variant serves what its build made of the weights, and stops at EOS",
+    }
+    if peers.python is not None:
+        say(f"llama-cpp-python, one stream x{args.single_runs}")
+        text, ids, _ = chat_prompt(model_dir, STORY_PROMPT)
+        before = CpuSnapshot.take()
+        out["python"] = llama_python_one_stream(
+            peers.python,
+            gguf,
+            text,
+            new_tokens=args.new_tokens,
+            threads=args.threads,
+            runs=args.single_runs,
+            prompt_ids=ids,
+        )
+        out["python"]["load"] = load_between(before, CpuSnapshot.take(), os.cpu_count() or 1)
+    else:
+        out["python"] = skipped(peers.notes["python"])
+    if peers.batched_bench is not None:
+        say(f"llama-batched-bench at {','.join(map(str, sequences))} sequences")
+        before = CpuSnapshot.take()
+        out["batched_bench"] = llama_batched_bench(
+            peers.batched_bench,
+            gguf,
+            prompt_tokens=args.batched_prompt_tokens,
+            new_tokens=args.new_tokens,
+            sequences=sequences,
+            threads=args.threads,
+        )
+        # llama.cpp's threads wait for each other at every op: with 2 threads on 2 cores, another process busy on one
+        # core cut its 1-sequence decode from 88-101 (idle, 3 runs) to 7 tokens/s here: how busy the others were is kept
+        out["batched_bench"]["load"] = load_between(before, CpuSnapshot.take(), os.cpu_count() or 1)
+    else:
+        out["batched_bench"] = skipped(peers.notes["batched_bench"])
+    return out
+
+
+def _manifest(model_dir: Path) -> Manifest:
+    from container.manifest import MANIFEST_NAME, parse
+
+    return parse((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
 
 
 def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
@@ -665,44 +830,76 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
     if any(not name for name in overrides):
         raise SageboxError("--overload-env takes NAME=VALUE")
     cpu_before = CpuSnapshot.take()
-    model_dir = model_dir_for(args.model or str(demo_gguf()), args.cache_dir or cache_dir(), say)
+    cache = args.cache_dir or cache_dir()
+    dirs = [model_dir_for(model, cache, say) for model in (args.model or [str(demo_gguf())])]
+    manifests = [_manifest(model_dir) for model_dir in dirs]
+    labels = variant_labels([manifest.variant for manifest in manifests])
+    model_dirs = dict(zip(labels, dirs, strict=True))
+    variants = {label: manifest.variant for label, manifest in zip(labels, manifests, strict=True)}
+    models = {
+        label: {"dir": str(model_dir), "variant": variants[label], "source": _source_name(model_dir)}
+        for label, model_dir in model_dirs.items()
+    }
     report: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {**cpu_info(), "platform": platform.platform(), "python": platform.python_version()},
-        "model": {"dir": str(model_dir), "source": _source_name(model_dir)},
+        "model": {"dir": str(dirs[0]), "source": _source_name(dirs[0])},
+        "models": models,
         "setup": {
             "prompt": STORY_PROMPT,
             "api": "Messages API (chat template), stream, greedy (temperature 0), usage included",
             "new_tokens": args.new_tokens,
             "threads": args.threads,
+            "server_threads": args.server_threads if args.server_threads is not None else "the server's default",
             "streams": [1, *args.streams],
         },
     }
     work = args.out.parent / f"{args.out.stem}-logs"  # the servers' logs, kept for a look after the run
     work.mkdir(parents=True, exist_ok=True)
     report["logs"] = str(work)
-    server = server_streams(model_dir, work, args.threads, args.new_tokens, args.streams, args.single_runs, say)
-    report["server"] = server
-    one = server["one_stream"].get("tokens_per_s") or 0.0
-    for count in args.streams:
-        aggregate = server[f"streams_{count}"]["aggregate_tokens_per_s"]
-        server[f"ratio_{count}_streams_over_one"] = round(aggregate / one, 2) if one else None
+    servers: dict[str, Any] = {}
+    for label, model_dir in model_dirs.items():
+        say(f"Sagebox {label}: {model_dir}")
+        log_name = "server.log" if len(model_dirs) == 1 else f"server-{label}.log"
+        servers[label] = server_streams(
+            model_dir, work, args.server_threads, args.new_tokens, args.streams, args.single_runs, say, log_name
+        )
+        add_stream_ratios(servers[label], args.streams)
+    report["servers"] = servers
+    report["server"] = servers[labels[0]]  # the first --model's, where a one-model run always put it
+    reference = reference_label(variants)
+    sequences = sorted({1, *args.streams})
+    sources = [manifest.source.name for manifest in manifests]
+    report["llama_cpp"] = llama_peers(args, model_dirs[reference], sources, sequences, say)
     if not args.skip_transformers:
-        say("transformers generate()")
+        say(f"transformers generate() on {reference}")
         batches = tuple(sorted({1, max(args.streams)}))
-        report["transformers"] = transformers_generate(model_dir, STORY_PROMPT, args.new_tokens, batches, args.threads)
-        same = report["transformers"].get("text") == server.get("text")
+        report["transformers"] = transformers_generate(
+            model_dirs[reference], STORY_PROMPT, args.new_tokens, batches, args.threads
+        )
+        report["transformers"]["model"] = reference
+        same = report["transformers"].get("text") == servers[reference].get("text")
         report["transformers"]["same_text_as_server_at_batch_1"] = same
     best = max(args.streams)
-    aggregate = server[f"streams_{best}"]["aggregate_tokens_per_s"]
+    report["ratios"] = {
+        label: peer_ratios(
+            server["one_stream"].get("tokens_per_s"),
+            server[f"streams_{best}"]["aggregate_tokens_per_s"],
+            best,
+            report["llama_cpp"]["python"],
+            report["llama_cpp"]["batched_bench"],
+            report.get("transformers"),
+            server[f"streams_{best}"].get("decode_tokens_per_s"),
+        )
+        for label, server in servers.items()
+    }
+    per_variant = {label: variant_costs(server, best, prices.per_hour) for label, server in servers.items()}
     report["cost"] = {
         "note": "this machine's measured tokens/s priced at each instance type's hourly rate: NOT a "
         "measurement on those instances (they have other CPUs and more of them)",
         "prices": f"{prices.source} ({prices.region}, as of {prices.as_of})",
-        "usd_per_million_output_tokens": {
-            f"{best}_streams": cost_rows(aggregate, prices.per_hour),
-            "1_stream": cost_rows(one, prices.per_hour),
-        },
+        "usd_per_million_output_tokens": per_variant[labels[0]],
+        "per_variant": per_variant,
     }
     if args.overload:
         plan = OverloadPlan(
@@ -710,54 +907,130 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
             prompt_tokens=args.overload_prompt_tokens,
             env={**OverloadPlan().env, **overrides},
         )
-        report["overload"] = overload(model_dir, work, args.threads, plan, say)
+        report["overload"] = overload(dirs[0], work, args.server_threads, plan, say)
     if args.agreement:
         from sagebox.bench.agreement import agreement
 
         say("token-for-token agreement with transformers")
-        report["agreement"] = agreement(model_dir, threads=args.threads)
+        report["agreement"] = agreement(dirs[0], threads=args.threads)
     report["load_whole_run"] = load_between(cpu_before, CpuSnapshot.take(), os.cpu_count() or 1)
     return report
 
 
-def _source_name(model_dir: Path) -> str:
-    from container.manifest import MANIFEST_NAME, parse
+def add_stream_ratios(server: dict[str, Any], streams: Sequence[int]) -> None:
+    """Each concurrency's aggregate tokens/s over one stream's, into the server's results."""
+    one = server["one_stream"].get("tokens_per_s") or 0.0
+    for count in streams:
+        aggregate = server[f"streams_{count}"]["aggregate_tokens_per_s"]
+        server[f"ratio_{count}_streams_over_one"] = round(aggregate / one, 2) if one else None
 
-    manifest = parse((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+
+def variant_costs(server: Mapping[str, Any], best: int, per_hour: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """$ per million output tokens at the most streams and at one stream."""
+    return {
+        f"{best}_streams": cost_rows(server[f"streams_{best}"]["aggregate_tokens_per_s"], per_hour),
+        "1_stream": cost_rows(server["one_stream"].get("tokens_per_s") or 0.0, per_hour),
+    }
+
+
+def _source_name(model_dir: Path) -> str:
+    manifest = _manifest(model_dir)
     return f"{manifest.source.name} ({manifest.source.architecture}, {manifest.variant})"
 
 
-def table(report: Mapping[str, Any]) -> list[str]:
-    """The short table: one row per measurement, then the ratio, the costs and the overload."""
-    server = report["server"]
-    rows = [("scenario", "streams", "tokens", "tok/s", "TTFT P50 ms", "ITL P50 ms", "ITL P90 ms")]
+def _fmt(value: Any, spec: str = "{:.1f}") -> str:
+    return "-" if value is None else spec.format(value)
 
-    def fmt(value: Any, spec: str = "{:.1f}") -> str:
-        return "-" if value is None else spec.format(value)
 
+Row = tuple[str, str, str, str, str, str, str]
+
+
+def server_rows(label: str, server: Mapping[str, Any], streams: Sequence[int]) -> list[Row]:
     one = server["one_stream"]
     itl = one.get("inter_token") or {}
-    rows.append(("server, 1 stream", "1", fmt(one.get("tokens"), "{}"), fmt(one.get("tokens_per_s")),
-                 fmt(one.get("ttft_ms")), fmt(itl.get("p50_ms")), fmt(itl.get("p90_ms"))))  # fmt: skip
-    for count in report["setup"]["streams"][1:]:
+    rows: list[Row] = [(f"{label} server, 1 stream", "1", _fmt(one.get("tokens"), "{}"), _fmt(one.get("tokens_per_s")),
+                        _fmt(one.get("ttft_ms")), _fmt(itl.get("p50_ms")), _fmt(itl.get("p90_ms")))]  # fmt: skip
+    for count in streams:
         run = server[f"streams_{count}"]
         ttft, gaps = run.get("ttft") or {}, run.get("inter_token") or {}
-        rows.append((f"server, {count} streams", str(count), str(run["tokens"]), fmt(run["aggregate_tokens_per_s"]),
-                     fmt(ttft.get("p50_ms")), fmt(gaps.get("p50_ms")), fmt(gaps.get("p90_ms"))))  # fmt: skip
+        rows.append((f"{label} server, {count} streams", str(count), str(run["tokens"]),
+                     _fmt(run["aggregate_tokens_per_s"]), _fmt(ttft.get("p50_ms")), _fmt(gaps.get("p50_ms")),
+                     _fmt(gaps.get("p90_ms"))))  # fmt: skip
+    return rows
+
+
+def llama_rows(llama: Mapping[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    python = llama.get("python") or {}
+    if "tokens_per_s" in python:
+        rows.append(("llama-cpp-python, 1 stream", "1", str(python["tokens"]), _fmt(python["tokens_per_s"]),
+                     _fmt(python["ttft_ms"]), _fmt(python["itl_p50_ms"]), _fmt(python["itl_p90_ms"])))  # fmt: skip
+    for b, entry in (llama.get("batched_bench") or {}).get("by_sequences", {}).items():
+        row = entry["row"]
+        rows.append((f"llama-batched-bench decode, {b} seq", b, str(row["b"] * row["tg"]),
+                     _fmt(entry["decode_tokens_per_s"]), "-", "-", "-"))  # fmt: skip
+    return rows
+
+
+def llama_lines(llama: Mapping[str, Any]) -> list[str]:
+    peers = {"llama-cpp-python": llama.get("python"), "llama-batched-bench": llama.get("batched_bench")}
+    lines = [f"{name}: skipped: {entry['skipped']}" for name, entry in peers.items() if entry and "skipped" in entry]
+    batched = llama.get("batched_bench") or {}
+    if batched.get("by_sequences"):
+        shown = ", ".join(f"{b} seq {e['prompt_tokens_per_s']:.1f}" for b, e in batched["by_sequences"].items())
+        pp = next(iter(batched["by_sequences"].values()))["row"]["pp"]
+        lines.append(f"llama-batched-bench prompt tokens/s ({pp}-token prompts): {shown}")
+    if batched.get("missing_sequences"):
+        lines.append(f"llama-batched-bench printed no row for {batched['missing_sequences']} sequences")
+    return lines
+
+
+def ratio_name(key: str) -> str:
+    """A ratio's key (sagebox/bench/peers_llama.py peer_ratios) as the table says it."""
+    if key == "one_stream_over_llama_cpp_python":
+        return "1 stream / llama-cpp-python 1 stream"
+    if key == "one_stream_over_transformers_batch_1":
+        return "1 stream / generate() batch 1"
+    found = re.fullmatch(r"streams_(\d+)(_decode)?_over_batched_bench_decode_\d+", key)
+    if found is None:
+        return key
+    return f"{found[1]} streams{' decode' if found[2] else ''} / llama-batched-bench decode at {found[1]}"
+
+
+def ratio_lines(ratios: Mapping[str, Mapping[str, float | None]]) -> list[str]:
+    lines = []
+    for label, values in ratios.items():
+        shown = ", ".join(f"{ratio_name(key)} x{_fmt(value, '{:.2f}')}" for key, value in values.items())
+        lines.append(f"{label} tokens/s: {shown}")
+    return lines
+
+
+def table(report: Mapping[str, Any]) -> list[str]:
+    """The short table: one row per measurement, then the ratios, the costs and the overload."""
+    streams = report["setup"]["streams"][1:]
+    servers = report.get("servers") or {"server": report["server"]}
+    rows: list[Row] = [("scenario", "streams", "tokens", "tok/s", "TTFT P50 ms", "ITL P50 ms", "ITL P90 ms")]
+    for label, server in servers.items():
+        rows += server_rows(label, server, streams)
+    rows += llama_rows(report.get("llama_cpp") or {})
     for key, value in (report.get("transformers") or {}).items():
         if key.startswith("batch_"):
             rows.append((f"transformers, batch {value['batch']}", str(value["batch"]), str(value["tokens"]),
-                         fmt(value["tokens_per_s"]), "-", "-", "-"))  # fmt: skip
+                         _fmt(value["tokens_per_s"]), "-", "-", "-"))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
              for row in rows]  # fmt: skip
-    for count in report["setup"]["streams"][1:]:
-        ratio = fmt(server.get(f"ratio_{count}_streams_over_one"), "{:.2f}")
-        lines.append(f"aggregate tokens/s, {count} streams / 1 stream: x{ratio}")
+    for label, server in servers.items():
+        for count in streams:
+            ratio = _fmt(server.get(f"ratio_{count}_streams_over_one"), "{:.2f}")
+            lines.append(f"{label}: aggregate tokens/s, {count} streams / 1 stream: x{ratio}")
+    lines += llama_lines(report.get("llama_cpp") or {})
+    lines += ratio_lines(report.get("ratios") or {})
     cost = report["cost"]
-    for label, per_type in cost["usd_per_million_output_tokens"].items():
-        shown = ", ".join(f"{name} ${usd:.2f}" for name, usd in per_type.items())
-        lines.append(f"$ per 1M output tokens at {label.replace('_', ' ')}: {shown}")
+    for label, costs in (cost.get("per_variant") or {"": cost["usd_per_million_output_tokens"]}).items():
+        for at, per_type in costs.items():
+            shown = ", ".join(f"{name} ${usd:.2f}" for name, usd in per_type.items())
+            lines.append(f"{label + ': ' if label else ''}$ per 1M output tokens at {at.replace('_', ' ')}: {shown}")
     lines.append(f"  ({cost['note']})")
     if "overload" in report:
         o = report["overload"]

@@ -114,3 +114,23 @@ def test_spellings_that_disagree_or_bad_values_are_one_line(values: dict[str, st
     with pytest.raises(EnvError) as err:
         ServerSettings.from_env(values)
     assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "workers", "threads", "engine"),
+    [
+        (2, "1", None, 1),  # one CPU left to the event loop
+        (8, "1", "8", 7),  # the planner's 8 threads on ml.c6i.2xlarge: capped
+        (8, "1", "3", 3),  # fewer than the cap: as set
+        (8, "2", None, 3),  # two workers share the CPUs
+        (1, "1", None, 1),  # never below one thread
+    ],
+)
+def test_the_generation_engine_leaves_a_cpu_to_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, cpus: int, workers: str, threads: str | None, engine: int
+) -> None:
+    monkeypatch.setattr(env, "available_cpus", lambda: cpus)
+    variables = {env.MODEL_SERVER_WORKERS: workers, **({env.INTRA_OP_THREADS: threads} if threads else {})}
+    s = ServerSettings.from_env(variables)
+    assert s.engine_threads == engine
+    assert s.intra_op_threads == int(threads or cpus // int(workers))  # the encoders' threads are unchanged

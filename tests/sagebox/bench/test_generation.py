@@ -133,6 +133,8 @@ def test_concurrent_streams_aggregate_tokens_over_the_whole_window() -> None:
     assert (summary["streams"], summary["failed"], summary["tokens"]) == (3, 1, 10)
     assert summary["wall_s"] == pytest.approx(3.0)
     assert summary["aggregate_tokens_per_s"] == pytest.approx(10 / 3.0, abs=0.01)
+    # decode alone: 3 + 5 tokens after each first one, from the first first token (100.5) to the last end (103.0)
+    assert summary["decode_tokens_per_s"] == pytest.approx(8 / 2.5, abs=0.01)
     assert summary["ttft"]["p50_ms"] == pytest.approx(750.0)
     # gaps: 100, 200, 200 ms and 500, 500, 800 ms, pooled
     assert summary["inter_token"]["p50_ms"] == pytest.approx(350.0)
