@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from container.generation.linear import Linear, make_linear
-from container.generation.lone_step import script_lone_layers
 from container.generation.quantized import dequantize
+from container.generation.scripted import script_layers
 from neuron_emu.llm.config import DecoderConfig, UnsupportedModel
 
 
@@ -51,6 +51,7 @@ class KVCache:
         # slot without two indexing calls per layer and step.
         self.slot_keys = [list(self.keys[:, slot].unbind(0)) for slot in range(slots)]
         self.slot_values = [list(self.values[:, slot].unbind(0)) for slot in range(slots)]
+        self.layer_keys, self.layer_values = list(self.keys.unbind(0)), list(self.values.unbind(0))
 
 
 @dataclass
@@ -96,7 +97,7 @@ class Decoder:
         loader()
         self.lm_head = self._linear((self._lm_head, None))
         del self._weights, self._lm_head
-        self._lone_layers = script_lone_layers(self)
+        self._scripted = script_layers(self)
         if config.family == "llama":
             half = config.head_dim // 2
             inv_freq = 1.0 / (
@@ -274,9 +275,23 @@ class Decoder:
             x = self.project_in(x)
         if self.positions is not None:
             x = x + self.positions[positions]
-        if step.lone is not None and self._lone_layers is not None:
-            slot, position = step.lone
-            x = self._lone_layers(x, step.rotation, cache.slot_keys[slot], cache.slot_values[slot], position)
+        if self._scripted is not None and step.all_single and logits_rows is None:
+            if step.lone is not None:
+                slot, position = step.lone
+                x = self._scripted(x, step.rotation, cache.slot_keys[slot], cache.slot_values[slot], position)
+            else:
+                assert step.mask is not None
+                x = self._scripted.batch(
+                    x,
+                    step.rotation,
+                    cache.layer_keys,
+                    cache.layer_values,
+                    step.slots,
+                    step.positions,
+                    step.mask,
+                    step.top,
+                    step.longest,
+                )
             return self.lm_head(self._norm(x, self.final_norm) if self.final_norm is not None else x)
         for index, layer in enumerate(self.layers):
             residual = x

@@ -84,20 +84,20 @@ class Int8Linear:
         q, scale = quantize_rows(weight)
         out_features, in_features = q.shape
         padded = torch.cat([q, torch.zeros(out_features, 2, dtype=torch.int8)], dim=1)
-        self._packed = _prepack(padded, scale)
+        self.packed_pinned = _prepack(padded, scale)
         self.packed_single = _prepack(q.contiguous(), scale)  # one token alone: no pinning columns
         self.bias = None if bias is None else bias.float()
         self.out_features = int(out_features)
         self.in_features = int(in_features)
-        self._pins = torch.tensor([[1.0, -1.0]])
+        self.pins = torch.tensor([[1.0, -1.0]])
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] == 1:
             y = torch.ops.quantized.linear_dynamic(x, self.packed_single, False)
         else:
             magnitude = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12)
-            pinned = torch.cat([x / magnitude, self._pins.expand(x.shape[0], 2)], dim=1)
-            y = torch.ops.quantized.linear_dynamic(pinned, self._packed, False).mul_(magnitude)
+            pinned = torch.cat([x / magnitude, self.pins.expand(x.shape[0], 2)], dim=1)
+            y = torch.ops.quantized.linear_dynamic(pinned, self.packed_pinned, False).mul_(magnitude)
         if self.bias is not None:
             y = y.add_(self.bias)
         return y

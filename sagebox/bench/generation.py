@@ -243,13 +243,13 @@ def concurrent_summary(results: Sequence[StreamResult]) -> dict[str, Any]:
     ok = [r for r in results if r.ok]
     tokens = sum(r.tokens for r in ok)
     window = max((r.sent + r.end for r in results), default=0.0) - min((r.sent for r in results), default=0.0)
-    # Decode alone, as llama-batched-bench's S_TG counts it: every token after each stream's first, over the time from
-    # the first stream's first token to the last stream's end (prompts still being prefilled in that time count
-    # against it: a lower bound).
-    decode_window = max((r.sent + r.end for r in ok), default=0.0) - min(
-        (r.sent + r.token_times[0] for r in ok), default=0.0
-    )
-    decoded = sum(r.tokens - 1 for r in ok)
+    # Decode alone, as llama-batched-bench's S_TG counts it (every sequence decoding): the token events that arrived
+    # while every stream was past its first token and none had ended, over that window (an event carrying two
+    # tokens counts one: a lower bound). Streams join as their prompts are prefilled, a few per step.
+    steady_from = max((r.sent + r.token_times[0] for r in ok), default=0.0)
+    steady_to = min((r.sent + r.end for r in ok), default=0.0)
+    decode_window = steady_to - steady_from
+    decoded = sum(1 for r in ok for t in r.token_times[1:] if steady_from < r.sent + t <= steady_to)
     return {
         "streams": len(results),
         "failed": len(results) - len(ok),

@@ -110,8 +110,8 @@ def test_a_lone_decoding_step_through_the_scripted_layers_equals_the_python_laye
         Decoder(read_config(raw), weights, linear=linear),
         Decoder(read_config(raw), weights, linear=linear),
     )
-    assert scripted._lone_layers is not None
-    plain._lone_layers = None
+    assert scripted._scripted is not None
+    plain._scripted = None
     prompt = _prompt(11, 9)
     logits = []
     for decoder in (scripted, plain):
@@ -125,4 +125,26 @@ def test_a_lone_decoding_step_through_the_scripted_layers_equals_the_python_laye
 
 def test_families_outside_llamas_layout_keep_the_python_layers() -> None:
     raw, weights = engine_inputs(tiny_decoder("gpt2"))
-    assert Decoder(read_config(raw), weights)._lone_layers is None
+    assert Decoder(read_config(raw), weights)._scripted is None
+
+
+@pytest.mark.parametrize("linear", ["fp32", "int8"])
+def test_decoding_steps_of_several_sequences_through_the_scripted_layers_equal_the_python_layers(linear: str) -> None:
+    raw, weights = engine_inputs(tiny_decoder("llama"))
+    scripted, plain = (
+        Decoder(read_config(raw), weights, linear=linear),
+        Decoder(read_config(raw), weights, linear=linear),
+    )
+    plain._scripted = None
+    results = []
+    for decoder in (scripted, plain):
+        cache = KVCache(decoder.config, slots=4, max_len=32)
+        for slot, length in ((0, 5), (3, 9)):  # slots 0 and 3 in use, 1 and 2 idle: masked out
+            decoder.forward(_prompt(slot, length), [Segment(slot, 0, length)], cache)
+        steps = [
+            decoder.forward(torch.tensor([7 + i, 9 + i]), [Segment(3, 9 + i, 1), Segment(0, 5 + i, 1)], cache)
+            for i in range(3)
+        ]
+        results.append((torch.cat(steps), cache.keys.clone()))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(results[0][1], results[1][1])

@@ -133,8 +133,11 @@ def test_concurrent_streams_aggregate_tokens_over_the_whole_window() -> None:
     assert (summary["streams"], summary["failed"], summary["tokens"]) == (3, 1, 10)
     assert summary["wall_s"] == pytest.approx(3.0)
     assert summary["aggregate_tokens_per_s"] == pytest.approx(10 / 3.0, abs=0.01)
-    # decode alone: 3 + 5 tokens after each first one, from the first first token (100.5) to the last end (103.0)
-    assert summary["decode_tokens_per_s"] == pytest.approx(8 / 2.5, abs=0.01)
+    # decode alone: both streams past their first token (101.2) and neither ended (101.0): no such window here
+    assert summary["decode_tokens_per_s"] == 0.0
+    steady = bench.concurrent_summary([_result(0.0, [0.1, 0.3, 0.5, 0.7, 0.9], 5), _result(0.0, [0.2, 0.4, 0.6], 3)])
+    # window (0.2, 0.6]: 0.3 and 0.5 of the first stream, 0.4 and 0.6 of the second: 4 events in 0.4 s
+    assert steady["decode_tokens_per_s"] == pytest.approx(10.0)
     assert summary["ttft"]["p50_ms"] == pytest.approx(750.0)
     # gaps: 100, 200, 200 ms and 500, 500, 800 ms, pooled
     assert summary["inter_token"]["p50_ms"] == pytest.approx(350.0)

@@ -1,4 +1,4 @@
-"""One sequence decoding one token, the layers of a Llama-family decoder compiled with TorchScript.
+"""Decoding steps through the layers of a Llama-family decoder compiled with TorchScript.
 
 At one stream a step is ~30 layers of ~15 small calls each around four matrix products; from Python each call costs
 a few microseconds of interpreter and dispatch, which at INT8 was as much as the products themselves. The same
@@ -6,8 +6,9 @@ layers scripted run those calls in TorchScript's interpreter. Measured on the de
 machine A: AMD EPYC, 2 vCPUs, avx512f/vnni/bf16, 2 threads): the 30 layers took 12.0-13.3 ms as Python modules and
 7.7-8.2 ms scripted, the same calls in the same order.
 
-Only the lone step goes this way (the engine's most latency-bound case); steps with several sequences or prompt
-chunks stay in decoder.py, where per-step work is shared by the batch. Families other than Llama's layout (RMSNorm,
+Steps where every sequence decodes one token go this way: one sequence alone (`forward`: plain copies into its slot,
+one SDPA call) or several (`batch`: decoder.py's masked matmuls over the slots, the same operations). Steps with a
+prompt chunk stay in decoder.py's Python layers. Families other than Llama's layout (RMSNorm,
 rotary embeddings, gated SiLU MLP: Llama, Mistral, Qwen2, SmolLM2) return None and keep the Python path.
 (No `from __future__ import annotations` here: TorchScript reads the annotations of what it compiles as objects.)
 """
@@ -30,13 +31,21 @@ class _Int8(torch.nn.Module):
     def __init__(self, linear: Int8Linear) -> None:
         super().__init__()
         self.packed = linear.packed_single
+        self.pinned = linear.packed_pinned
+        self.pins = linear.pins
         self.bias = linear.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.ops.quantized.linear_dynamic(x, self.packed, False)
+        """Int8Linear's call, the same operations: a row alone is its own range, rows together each scaled to theirs."""
+        if x.shape[0] == 1:
+            y = torch.ops.quantized.linear_dynamic(x, self.packed, False)
+        else:
+            magnitude = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12)
+            pinned = torch.cat([x / magnitude, self.pins.expand(x.shape[0], 2)], dim=1)
+            y = torch.ops.quantized.linear_dynamic(pinned, self.pinned, False).mul_(magnitude)
         bias = self.bias
         if bias is not None:
-            y = y + bias
+            y = y.add_(bias)
         return y
 
 
@@ -86,11 +95,44 @@ class _LlamaLayer(torch.nn.Module):
             enable_gqa=self.gqa,
         )
         x = x + self.out(attended.view(1, q_width))
+        return self._mlp(x)
+
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.up(F.rms_norm(x, [x.shape[-1]], self.norm2, self.eps)).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+        return x + self.down(F.silu(gate).mul_(up))
+
+    @torch.jit.export
+    def batch(
+        self,
+        x: torch.Tensor,
+        rotation: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        slots: torch.Tensor,
+        positions: torch.Tensor,
+        mask: torch.Tensor,
+        top: int,
+        longest: int,
+    ) -> torch.Tensor:
+        """Several sequences decoding one token each (decoder.py's _decode_attention, the same operations): x [n,
+        hidden], row i the sequence in cache slot slots[i] at positions[i]; keys/values this layer's whole cache."""
+        n = x.shape[0]
+        h = F.rms_norm(x, [x.shape[-1]], self.norm1, self.eps)
+        qkv = self.qkv(h)
+        q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        qk = torch.matmul(qkv[:, : q_width + kv_width].view(n, self.heads + self.kv_heads, self.head_dim), rotation)
+        keys[slots, :, positions] = qk[:, self.heads :]
+        values[slots, :, positions] = qkv[:, q_width + kv_width :].view(n, self.kv_heads, self.head_dim)
+        group = self.heads // self.kv_heads
+        query = qk.new_zeros(top, self.kv_heads, group, self.head_dim)
+        query[slots] = qk[:, : self.heads].reshape(n, self.kv_heads, group, self.head_dim) * (self.head_dim**-0.5)
+        scores = torch.matmul(query, keys[:top, :, :longest].transpose(-1, -2)).add_(mask)
+        attended = torch.matmul(torch.softmax(scores, dim=-1), values[:top, :, :longest])
+        x = x + self.out(attended[slots].reshape(n, q_width))
+        return self._mlp(x)
 
 
-class _LoneLayers(torch.nn.Module):
+class _Layers(torch.nn.Module):
     def __init__(self, decoder: "Decoder") -> None:
         super().__init__()
         self.layers = torch.nn.ModuleList([_LlamaLayer(decoder, i) for i in range(len(decoder.layers))])
@@ -107,12 +149,30 @@ class _LoneLayers(torch.nn.Module):
             x = layer(x, rotation, keys[index], values[index], position)
         return x
 
+    @torch.jit.export
+    def batch(
+        self,
+        x: torch.Tensor,
+        rotation: torch.Tensor,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+        slots: torch.Tensor,
+        positions: torch.Tensor,
+        mask: torch.Tensor,
+        top: int,
+        longest: int,
+    ) -> torch.Tensor:
+        for index, layer in enumerate(self.layers):
+            # Each layer is a _LlamaLayer; mypy sees a ModuleList's Module, whose attributes are tensors.
+            x = layer.batch(x, rotation, keys[index], values[index], slots, positions, mask, top, longest)  # type: ignore[operator]
+        return x
 
-def script_lone_layers(decoder: "Decoder") -> Optional[torch.jit.ScriptModule]:  # noqa: UP045
-    """The decoder's layers for a lone decoding step, scripted; None for a family this path does not cover."""
+
+def script_layers(decoder: "Decoder") -> Optional[torch.jit.ScriptModule]:  # noqa: UP045
+    """The decoder's layers for decoding steps, scripted; None for a family this path does not cover."""
     c = decoder.config
     if c.family != "llama" or not c.norm_before:
         return None
     with warnings.catch_warnings():  # TorchScript is in maintenance upstream: its notices are not the user's
         warnings.simplefilter("ignore")
-        return torch.jit.script(_LoneLayers(decoder).eval())
+        return torch.jit.script(_Layers(decoder).eval())
