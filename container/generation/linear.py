@@ -20,12 +20,13 @@ would coarsen every other row's. Rows are therefore scaled to their own largest 
 +1 and -1 (multiplied by zero weights) pin the range to [-1, 1]: each token is quantized by its own range, whatever
 shares the step, with 8-bit resolution (`reduce_range` off: VNNI's products do not overflow). One token alone is its
 own range already and skips the scaling.
+
+Both layers are torch modules that TorchScript compiles as they are (container/generation/scripted.py), so there are
+no `from __future__` annotations here: TorchScript reads them as objects.
 """
 
-from __future__ import annotations
-
 import warnings
-from typing import Protocol
+from typing import Optional, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -42,13 +43,16 @@ class Linear(Protocol):
     def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
 
 
-class DenseLinear:
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+class DenseLinear(torch.nn.Module):
+    bias: Optional[torch.Tensor]  # noqa: UP045 (TorchScript knows Optional, not X | None)
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:  # noqa: UP045
+        super().__init__()
         self.weight = weight.float().contiguous()
         self.bias = None if bias is None else bias.float()
         self.out_features = int(weight.shape[0])
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
 
 
@@ -76,10 +80,13 @@ def _prepack(q: torch.Tensor, scale: torch.Tensor) -> object:
     return torch.ops.quantized.linear_prepack(weight, None)
 
 
-class Int8Linear:
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+class Int8Linear(torch.nn.Module):
+    bias: Optional[torch.Tensor]  # noqa: UP045 (TorchScript knows Optional, not X | None)
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:  # noqa: UP045
         """`weight` [out, in] float: quantized per row here (an INT8 artifact's dequantized weights quantize back to
         the same integers: each row's largest magnitude is exactly 127 of its scale)."""
+        super().__init__()
         _require_engine()
         q, scale = quantize_rows(weight)
         out_features, in_features = q.shape
@@ -91,19 +98,20 @@ class Int8Linear:
         self.in_features = int(in_features)
         self.pins = torch.tensor([[1.0, -1.0]])
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] == 1:
             y = torch.ops.quantized.linear_dynamic(x, self.packed_single, False)
         else:
             magnitude = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12)
             pinned = torch.cat([x / magnitude, self.pins.expand(x.shape[0], 2)], dim=1)
             y = torch.ops.quantized.linear_dynamic(pinned, self.packed_pinned, False).mul_(magnitude)
-        if self.bias is not None:
-            y = y.add_(self.bias)
+        bias = self.bias
+        if bias is not None:
+            y = y.add_(bias)
         return y
 
 
-def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, kind: str) -> Linear:
+def make_linear(weight: torch.Tensor, bias: Optional[torch.Tensor], kind: str) -> Linear:  # noqa: UP045
     if kind == "int8":
         return Int8Linear(weight, bias)
     if kind == "fp32":

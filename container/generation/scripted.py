@@ -19,54 +19,8 @@ from typing import TYPE_CHECKING, Optional
 import torch
 import torch.nn.functional as F
 
-from container.generation.linear import DenseLinear, Int8Linear, Linear
-
 if TYPE_CHECKING:
     from container.generation.decoder import Decoder
-
-
-class _Int8(torch.nn.Module):
-    bias: Optional[torch.Tensor]  # noqa: UP045 (TorchScript knows Optional, not X | None)
-
-    def __init__(self, linear: Int8Linear) -> None:
-        super().__init__()
-        self.packed = linear.packed_single
-        self.pinned = linear.packed_pinned
-        self.pins = linear.pins
-        self.bias = linear.bias
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Int8Linear's call, the same operations: a row alone is its own range, rows together each scaled to theirs."""
-        if x.shape[0] == 1:
-            y = torch.ops.quantized.linear_dynamic(x, self.packed, False)
-        else:
-            magnitude = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12)
-            pinned = torch.cat([x / magnitude, self.pins.expand(x.shape[0], 2)], dim=1)
-            y = torch.ops.quantized.linear_dynamic(pinned, self.pinned, False).mul_(magnitude)
-        bias = self.bias
-        if bias is not None:
-            y = y.add_(bias)
-        return y
-
-
-class _Dense(torch.nn.Module):
-    bias: Optional[torch.Tensor]  # noqa: UP045 (TorchScript knows Optional, not X | None)
-
-    def __init__(self, linear: DenseLinear) -> None:
-        super().__init__()
-        self.weight = linear.weight
-        self.bias = linear.bias
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
-
-
-def _module(linear: Linear) -> torch.nn.Module:
-    if isinstance(linear, Int8Linear):
-        return _Int8(linear)
-    if isinstance(linear, DenseLinear):
-        return _Dense(linear)
-    raise TypeError(f"no scripted form of {type(linear).__name__}")
 
 
 class _LlamaLayer(torch.nn.Module):
@@ -74,7 +28,7 @@ class _LlamaLayer(torch.nn.Module):
         super().__init__()
         c, layer = decoder.config, decoder.layers[index]
         self.norm1, self.norm2 = layer.norm1[0], layer.norm2[0]
-        self.qkv, self.out, self.up, self.down = (_module(lin) for lin in (layer.qkv, layer.out, layer.up, layer.down))
+        self.qkv, self.out, self.up, self.down = layer.qkv, layer.out, layer.up, layer.down
         self.heads, self.kv_heads, self.head_dim, self.eps = c.heads, c.kv_heads, c.head_dim, c.norm_eps
         self.gqa = c.heads != c.kv_heads
 

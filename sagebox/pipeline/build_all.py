@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from container.manifest import Manifest, ManifestError, SourceSpec, load_verified
+from container.manifest import SourceSpec
+from sagebox.pipeline.export.artifact import current
 from sagebox.pipeline.export.servable import ModelSource, source_spec
 from sagebox.pipeline.gate.accuracy_gate import GateFailed
 from sagebox.pipeline.gate.generation_limits import GenerationLimits
@@ -30,20 +31,6 @@ class Artifacts:
     quantize_report: dict[str, object]
     task: str = "question-answering"
     source: SourceSpec | None = None
-
-
-def _current(model_dir: Path, info: TaskInfo, source: SourceSpec) -> Manifest | None:
-    """The directory's manifest if it verifies and was built from this model for this task, else None."""
-    try:
-        manifest = load_verified(model_dir)
-    except ManifestError:
-        return None
-    same = (manifest.source.name, manifest.source.revision, manifest.source.architecture) == (
-        source.name,
-        source.revision,
-        source.architecture,
-    )
-    return manifest if same and manifest.task == info.task else None
 
 
 def build_all(
@@ -74,7 +61,7 @@ def build_all(
     if info.task == "text-generation":
         return _build_generation(source, info, spec, work_dir, out_dir, generation_limits or GenerationLimits(), say)
     quantized = work_dir / "quantized"
-    if not (_current(quantized / "fp32", info, spec) and _current(quantized / "int8", info, spec)):
+    if not (current(quantized / "fp32", info.task, spec) and current(quantized / "int8", info.task, spec)):
         outcome = run_quantize(
             QuantizeRequest(
                 model=source.folder,
@@ -95,7 +82,7 @@ def build_all(
     model_dirs = {"fp32": quantized / "fp32", "int8": quantized / "int8"}
     if neuron:
         model_dirs["neuron"] = work_dir / "neuron"
-        if not _current(model_dirs["neuron"], info, spec):
+        if not current(model_dirs["neuron"], info.task, spec):
             from sagebox.pipeline.compile.neuron import build_neuron
 
             say("compiling for NeuronCores (neuron_emu, bf16 auto-cast on matmuls)")

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from container.manifest import Manifest, ManifestError, SourceSpec, load_verified
+from container.manifest import Manifest, SourceSpec
+from sagebox.pipeline.export.artifact import current
 from sagebox.pipeline.export.servable import ModelSource
 from sagebox.pipeline.gate.accuracy_gate import GateFailed
 from sagebox.pipeline.gate.generation_gate import GateMeasures, GenerationGate, measure_gate
@@ -44,20 +45,6 @@ def read_report(work_dir: Path) -> dict[str, Any]:
 def write_report(work_dir: Path, report: dict[str, Any]) -> None:
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / REPORT_NAME).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-
-
-def current(model_dir: Path, task: str, source: SourceSpec, variant: str) -> Manifest | None:
-    """The directory's manifest if it verifies and holds this variant of this model for this task, else None."""
-    try:
-        manifest = load_verified(model_dir)
-    except ManifestError:
-        return None
-    same = (manifest.source.name, manifest.source.revision, manifest.source.architecture) == (
-        source.name,
-        source.revision,
-        source.architecture,
-    )
-    return manifest if same and manifest.task == task and manifest.variant == variant else None
 
 
 def fp32_step(

@@ -16,6 +16,7 @@ from container.manifest import (
     CompileSpec,
     GenerationSpec,
     Manifest,
+    ManifestError,
     PoolingSpec,
     ProblemType,
     QuantizationSpec,
@@ -25,6 +26,7 @@ from container.manifest import (
     TokenizerSpec,
     Variant,
     hash_files,
+    load_verified,
 )
 
 
@@ -113,3 +115,18 @@ def task_fields(manifest: Manifest) -> dict[str, Any]:
         "pooling": manifest.pooling,
         "generation": manifest.generation,
     }
+
+
+def current(model_dir: Path, task: str, source: SourceSpec, variant: str | None = None) -> Manifest | None:
+    """The directory's manifest if it verifies and was built from this model for this task (and holds `variant`,
+    when one is named), else None: what a build reuses instead of building again."""
+    try:
+        manifest = load_verified(model_dir)
+    except ManifestError:
+        return None
+    same = (manifest.source.name, manifest.source.revision, manifest.source.architecture) == (
+        source.name,
+        source.revision,
+        source.architecture,
+    )
+    return manifest if same and manifest.task == task and variant in (None, manifest.variant) else None
