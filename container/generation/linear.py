@@ -18,11 +18,8 @@ FBGEMM picks one quantization range for the whole input (every row of the step).
 tokens (and a prompt chunk whose first token may carry the huge activations of an attention sink), so one row's range
 would coarsen every other row's. Rows are therefore scaled to their own largest magnitude first, and two columns of
 +1 and -1 (multiplied by zero weights) pin the range to [-1, 1]: each token is quantized by its own range, whatever
-shares the step, with 8-bit resolution (`reduce_range` off: VNNI's products do not overflow). A token alone goes the
-same way, so its integers, and so its result, are the same alone and in any batch (FBGEMM's sums are exact integers).
-Skipping the scaling for a lone token (its own minimum and maximum as the range, a second packed copy of every
-weight) measured no faster: three interleaved A/Bs in process, 1 thread, demo model, ms a step alone/skipped:
-12.0/12.8, 12.1/13.1, 13.3/13.1.
+shares the step, with 8-bit resolution (`reduce_range` off: VNNI's products do not overflow). One token alone is its
+own range already and skips the scaling.
 
 Both layers are torch modules that TorchScript compiles as they are (container/generation/scripted.py), so there are
 no `from __future__` annotations here: TorchScript reads them as objects.
@@ -74,7 +71,7 @@ def _require_engine() -> None:
         torch.backends.quantized.engine = ENGINE
 
 
-def prepack(q: torch.Tensor, scale: torch.Tensor) -> object:
+def _prepack(q: torch.Tensor, scale: torch.Tensor) -> object:
     """FBGEMM's packed form of int8 weights with per-row scales. torch warns that quantized tensors are deprecated
     (a later release may drop them; Sagebox pins torch 2.13.0): the warning is for this one call, not the user's."""
     with warnings.catch_warnings():
@@ -94,16 +91,20 @@ class Int8Linear(torch.nn.Module):
         q, scale = quantize_rows(weight)
         out_features, in_features = q.shape
         padded = torch.cat([q, torch.zeros(out_features, 2, dtype=torch.int8)], dim=1)
-        self.packed_pinned = prepack(padded, scale)
+        self.packed_pinned = _prepack(padded, scale)
+        self.packed_single = _prepack(q.contiguous(), scale)  # one token alone: no pinning columns
         self.bias = None if bias is None else bias.float()
         self.out_features = int(out_features)
         self.in_features = int(in_features)
         self.pins = torch.tensor([[1.0, -1.0]])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        magnitude = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12)
-        pinned = torch.cat([x / magnitude, self.pins.expand(x.shape[0], 2)], dim=1)
-        y = torch.ops.quantized.linear_dynamic(pinned, self.packed_pinned, False).mul_(magnitude)
+        if x.shape[0] == 1:
+            y = torch.ops.quantized.linear_dynamic(x, self.packed_single, False)
+        else:
+            magnitude = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12)
+            pinned = torch.cat([x / magnitude, self.pins.expand(x.shape[0], 2)], dim=1)
+            y = torch.ops.quantized.linear_dynamic(pinned, self.packed_pinned, False).mul_(magnitude)
         bias = self.bias
         if bias is not None:
             y = y.add_(bias)
