@@ -299,6 +299,7 @@ class ServerSettings:
         env = os.environ if env is None else env
         workers = _int(env, MODEL_SERVER_WORKERS, 1, 1, 64)
         default_threads = max(1, available_cpus() // workers)
+        intra_op_threads = _int(env, INTRA_OP_THREADS, default_threads, 1)
         log_level = env.get(LOG_LEVEL, "info").strip().lower() or "info"
         if log_level not in {"critical", "error", "warning", "info", "debug"}:
             raise EnvError(f"{LOG_LEVEL} must be one of critical, error, warning, info, debug; got {log_level!r}")
@@ -316,8 +317,8 @@ class ServerSettings:
             max_answer_tokens=_int(env, MAX_ANSWER_TOKENS, 30, 1),
             max_features_per_request=_int(env, MAX_FEATURES_PER_REQUEST, 256, 1),
             max_body_bytes=_int(env, MAX_BODY_BYTES, SIX_MB, 1),
-            intra_op_threads=_int(env, INTRA_OP_THREADS, default_threads, 1),
-            generation_threads=min(_int(env, INTRA_OP_THREADS, default_threads, 1), max(1, default_threads - 1)),
+            intra_op_threads=intra_op_threads,
+            generation_threads=min(intra_op_threads, max(1, default_threads - 1)),
             # Intra-op threads spin between the ops of a call (never after it); off saves CPU, costs latency.
             spin_wait=_bool(env, SPIN_WAIT, True),
             flush_denormals=_bool(env, FLUSH_DENORMALS, True),

@@ -47,8 +47,8 @@ class KVCache:
         self.values = torch.zeros(shape, dtype=dtype)
         self.slots = slots
         self.max_len = max_len
-        # Each slot's per-layer [kv_heads, max_len, head_dim] views, made once: a lone decoding sequence reaches its
-        # slot without two indexing calls per layer and step.
+        # Each slot's per-layer [kv_heads, max_len, head_dim] views, and each layer's, made once for the scripted
+        # layers (scripted.py): a lone decoding sequence reaches its slot without two indexing calls per layer and step.
         self.slot_keys = [list(self.keys[:, slot].unbind(0)) for slot in range(slots)]
         self.slot_values = [list(self.values[:, slot].unbind(0)) for slot in range(slots)]
         self.layer_keys, self.layer_values = list(self.keys.unbind(0)), list(self.values.unbind(0))
@@ -349,18 +349,6 @@ class Decoder:
             k = qkv[:, q_width : q_width + kv_width].view(n, c.kv_heads, c.head_dim)
         keys, values = cache.keys[index], cache.values[index]  # [slots, kv_heads, max_len, head_dim]
         gqa = c.kv_heads != c.heads
-        if step.lone is not None:  # one sequence, one token: plain copies and one SDPA call
-            slot, position = step.lone
-            slot_keys, slot_values = cache.slot_keys[slot][index], cache.slot_values[slot][index]
-            slot_keys[:, position] = k[0]
-            slot_values[:, position] = v[0]
-            attended = F.scaled_dot_product_attention(
-                q.unsqueeze(2),
-                slot_keys[:, : position + 1].unsqueeze(0),
-                slot_values[:, : position + 1].unsqueeze(0),
-                enable_gqa=gqa,
-            )
-            return layer.out(attended.view(1, q_width))
         keys[step.slots, :, step.positions] = k
         values[step.slots, :, step.positions] = v
         if step.all_single:

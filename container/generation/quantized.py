@@ -4,7 +4,8 @@ Every matrix a linear layer multiplies by is quantized, the embeddings (and so a
 weight `X.weight`, the safetensors file holds `X.weight` as int8 and `X.weight_scale` as float32 shaped to broadcast
 over it ([out, 1], or [1, out] for GPT-2's Conv1D, which keeps its weight as [in, out]), so that the weight is
 `X.weight * X.weight_scale` whatever the layout. Norms, biases and learned positions stay FP32. Symmetric,
-per-channel: each output channel's largest magnitude maps to 127, so quantizing the dequantized weight again gives
+per-channel (linear.quantize_rows, the rounding the engine's INT8 layers use): each output channel's largest
+magnitude maps to 127, so quantizing the dequantized weight again gives
 the same integers (the engine packs its INT8 kernels from them: container/generation/linear.py).
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 
 import torch
 
+from container.generation.linear import quantize_rows
 from neuron_emu.llm.config import DecoderConfig
 
 SCALE_SUFFIX = "_scale"
@@ -44,12 +46,12 @@ def quantize_weights(config: DecoderConfig, weights: Mapping[str, torch.Tensor])
         if name not in chosen:
             out[name] = tensor.contiguous()
             continue
-        w = tensor.float()
-        axis = _channel_axis(config, name)
-        magnitude = w.abs().amax(dim=1 - axis, keepdim=True).clamp(min=1e-12)
-        scale = magnitude / 127.0
-        out[name] = torch.round(w / scale).clamp(-127, 127).to(torch.int8).contiguous()
-        out[name + SCALE_SUFFIX] = scale.contiguous()
+        if _channel_axis(config, name) == 0:
+            q, scale = quantize_rows(tensor)
+            out[name], out[name + SCALE_SUFFIX] = q.contiguous(), scale[:, None].contiguous()
+        else:  # GPT-2's Conv1D: output channels are columns
+            q, scale = quantize_rows(tensor.t())
+            out[name], out[name + SCALE_SUFFIX] = q.t().contiguous(), scale[None, :].contiguous()
     return out
 
 

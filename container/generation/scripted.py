@@ -36,20 +36,26 @@ class _LlamaLayer(torch.nn.Module):
         self, x: torch.Tensor, rotation: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, position: int
     ) -> torch.Tensor:
         """x [1, hidden]; keys/values: this layer's cache of the sequence's slot, [kv_heads, max_len, head_dim]."""
-        h = F.rms_norm(x, [x.shape[-1]], self.norm1, self.eps)
-        qkv = self.qkv(h)
-        q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        qk = torch.matmul(qkv[:, : q_width + kv_width].view(1, self.heads + self.kv_heads, self.head_dim), rotation)
+        qk, v = self._qkv(x, rotation)
         keys[:, position] = qk[0, self.heads :]
-        values[:, position] = qkv[0, q_width + kv_width :].view(self.kv_heads, self.head_dim)
+        values[:, position] = v[0]
         attended = F.scaled_dot_product_attention(
             qk[:, : self.heads].unsqueeze(2),
             keys[:, : position + 1].unsqueeze(0),
             values[:, : position + 1].unsqueeze(0),
             enable_gqa=self.gqa,
         )
-        x = x + self.out(attended.view(1, q_width))
+        x = x + self.out(attended.view(1, self.heads * self.head_dim))
         return self._mlp(x)
+
+    def _qkv(self, x: torch.Tensor, rotation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The normed input's query and key heads, rotated together ([n, heads + kv_heads, head_dim]), and its value
+        heads ([n, kv_heads, head_dim])."""
+        n = x.shape[0]
+        qkv = self.qkv(F.rms_norm(x, [x.shape[-1]], self.norm1, self.eps))
+        width = (self.heads + self.kv_heads) * self.head_dim
+        qk = torch.matmul(qkv[:, :width].view(n, self.heads + self.kv_heads, self.head_dim), rotation)
+        return qk, qkv[:, width:].view(n, self.kv_heads, self.head_dim)
 
     def _mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.up(F.rms_norm(x, [x.shape[-1]], self.norm2, self.eps)).chunk(2, dim=-1)
@@ -71,18 +77,15 @@ class _LlamaLayer(torch.nn.Module):
         """Several sequences decoding one token each (decoder.py's _decode_attention, the same operations): x [n,
         hidden], row i the sequence in cache slot slots[i] at positions[i]; keys/values this layer's whole cache."""
         n = x.shape[0]
-        h = F.rms_norm(x, [x.shape[-1]], self.norm1, self.eps)
-        qkv = self.qkv(h)
-        q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        qk = torch.matmul(qkv[:, : q_width + kv_width].view(n, self.heads + self.kv_heads, self.head_dim), rotation)
+        qk, v = self._qkv(x, rotation)
         keys[slots, :, positions] = qk[:, self.heads :]
-        values[slots, :, positions] = qkv[:, q_width + kv_width :].view(n, self.kv_heads, self.head_dim)
+        values[slots, :, positions] = v
         group = self.heads // self.kv_heads
         query = qk.new_zeros(top, self.kv_heads, group, self.head_dim)
         query[slots] = qk[:, : self.heads].reshape(n, self.kv_heads, group, self.head_dim) * (self.head_dim**-0.5)
         scores = torch.matmul(query, keys[:top, :, :longest].transpose(-1, -2)).add_(mask)
         attended = torch.matmul(torch.softmax(scores, dim=-1), values[:top, :, :longest])
-        x = x + self.out(attended[slots].reshape(n, q_width))
+        x = x + self.out(attended[slots].reshape(n, self.heads * self.head_dim))
         return self._mlp(x)
 
 
