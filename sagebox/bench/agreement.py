@@ -47,13 +47,10 @@ def agreement(model_dir: Path, new_tokens: int = 32, threads: int = 2, batch: in
     import torch
     from transformers import AutoModelForCausalLM
 
-    from container.generation.decoder import KVCache
-    from container.generation.engine import Engine, Job, new_job
-    from container.generation.events import Outcome, Token
     from container.generation.model import load_generation_model
-    from container.generation.request import Message, Sampling
-    from container.generation.sampling import Sampler
+    from container.generation.request import Message
     from container.manifest import load_verified
+    from sagebox.pipeline.gate.greedy import greedy_tokens
 
     torch.set_num_threads(threads)
     manifest = load_verified(model_dir)
@@ -73,27 +70,10 @@ def agreement(model_dir: Path, new_tokens: int = 32, threads: int = 2, batch: in
         expected.append((out.sequences[0, len(ids) :].tolist(), margins))
 
     def run(slots: int, stagger: bool) -> list[list[int]]:
-        cache = KVCache(served.config, slots, max(len(p) for p in prompts) + new_tokens)
-        engine = Engine(served.decoder, cache, lambda: 0.0, served.special_ids, prefill_chunk=64)
-        tokens: list[list[int]] = [[] for _ in prompts]
-
-        def job(index: int) -> Job:
-            def done(outcome: Outcome) -> None:
-                tokens[index][:] = [t.id for t in outcome.tokens]
-
-            def token(_: Token) -> None:
-                return None
-
-            return new_job(
-                prompts[index], Sampler(Sampling()), new_tokens, (), False, served.decode, token, done, frozenset()
-            )
-
-        pending = list(range(len(prompts)))
-        while pending or engine.load:
-            if pending and (stagger or not engine.load):
-                engine.submit(job(pending.pop(0)))
-            engine.step()
-        return tokens
+        return greedy_tokens(
+            served.decoder, served.config, prompts, new_tokens, served.decode, served.special_ids,
+            slots=slots, stagger=stagger, prefill_chunk=64,
+        )  # fmt: skip
 
     alone, batched = run(1, False), run(batch, True)
     verdicts = {

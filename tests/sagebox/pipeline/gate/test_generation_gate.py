@@ -73,6 +73,20 @@ def test_greedy_generates_every_token_asked_for_through_eos_each_prompt_in_its_o
     assert greedy_tokens(step, config, [[5]], 0) == [[]]
 
 
+def test_greedy_runs_prompts_alone_in_one_slot_or_joining_one_per_step() -> None:
+    from transformers import GPT2Config
+
+    config = read_config(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=8, n_positions=64).to_dict())
+    alone = _AlwaysEos([])
+    assert greedy_tokens(alone, config, [[5, 6], [7]], 3, slots=1) == [[2] * 3, [2] * 3]
+    assert all(len(segments) == 1 for segments in alone.steps)  # never two sequences in one step
+    assert [(s.start, s.length) for s in alone.steps[3]] == [(0, 1)]  # the second prompt after the first's 3 steps
+    joining = _AlwaysEos([])
+    greedy_tokens(joining, config, [[5, 6], [7], [4]], 2, stagger=True)
+    assert [len(segments) for segments in joining.steps[:3]] == [1, 2, 2]  # one more prompt each step
+    assert [(s.start, s.length) for s in joining.steps[1]] == [(2, 1), (0, 1)]  # first decodes, second prefills
+
+
 def _perplexity(value: float) -> Perplexity:
     import math
 
