@@ -148,7 +148,7 @@ def create_app(
 
     async def ping(request: Request) -> Response:
         if service.status is ModelStatus.READY:
-            return json_response(200, b'{"status": "ready"}')
+            return json_response(200, getattr(service, "ready_body", b'{"status": "ready"}'))
         body = {"status": service.status.value, "message": service.reason or "model is loading"}
         return json_response(503, json.dumps(body).encode())
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from container.cpu_kind import CPU_KIND_VARIABLE, RUNTIME_CHOICES, RUNTIME_VARIABLE, detect
 from container.errors import ContainerError
 
 # SageMaker's own names (the hosting platform sets these).
@@ -37,6 +38,12 @@ HTTP_NICE = "SAGEBOX_HTTP_NICE"
 # A listening socket the server inherits (its file descriptor), instead of binding a port itself: the box's serving
 # processes get one bound by their launcher, so no other process can take the port between choosing and binding it.
 LISTEN_FD = "SAGEBOX_LISTEN_FD"
+# Which of a model's builds to load (container/cpu_kind.py): "auto" (the manifest's choice for this CPU kind) or a
+# runtime the model directory has a build for; and the CPU kind, forced instead of read from /proc/cpuinfo.
+RUNTIME = RUNTIME_VARIABLE
+CPU_KIND = CPU_KIND_VARIABLE
+# Memory (MB) OpenVINO may spend on batch-1 graphs compiled per sequence bucket (container/handlers/openvino.py).
+STATIC_SHAPES_MB = "SAGEBOX_STATIC_SHAPES_MB"
 
 # Text generation (container/generation/), under the names TGI's container reads on SageMaker
 # (https://huggingface.co/docs/text-generation-inference/en/reference/launcher), so an endpoint configured for TGI
@@ -202,6 +209,20 @@ def _user(env: Mapping[str, str], name: str, default: str) -> str:
     return value
 
 
+def _runtime_pin(env: Mapping[str, str]) -> str:
+    value = env.get(RUNTIME, "").strip().lower() or "auto"
+    if value not in RUNTIME_CHOICES:
+        raise EnvError(f"{RUNTIME} must be one of {', '.join(RUNTIME_CHOICES)}; got {value!r}")
+    return value
+
+
+def _cpu_kind(env: Mapping[str, str]) -> str:
+    try:
+        return detect(env)
+    except ValueError as exc:
+        raise EnvError(str(exc)) from None
+
+
 def _host(env: Mapping[str, str], name: str, default: str) -> str:
     value = env.get(name, "").strip() or default
     try:
@@ -221,6 +242,21 @@ def available_cpus() -> int:
     if quota is not None:
         count = max(1, min(count, quota))
     return count
+
+
+def memory_bytes() -> int:
+    """The memory this process may use: the cgroup v2/v1 limit where one is set, else the machine's total."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 1 << 60:
+            return int(raw)
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return 4 << 30
 
 
 def _cgroup_cpu_quota() -> int | None:
@@ -288,6 +324,10 @@ class ServerSettings:
     tensor_parallel_degree: Named[int] | None = None
     llm_batch_size: Named[int] | None = None
     auto_cast_type: Named[str] | None = None
+    # The build to load: "auto" (the manifest's choice for cpu_kind) or a runtime name (container/cpu_kind.py).
+    runtime_pin: str = "auto"
+    cpu_kind: str = "other"
+    static_shapes_mb: int | None = None
 
     @property
     def engine_threads(self) -> int:
@@ -337,4 +377,7 @@ class ServerSettings:
             tensor_parallel_degree=_spellings(env, TENSOR_PARALLEL_NAMES, _degree),
             llm_batch_size=_spellings(env, BATCH_SIZE_NAMES, _positive),
             auto_cast_type=_spellings(env, (HF_AUTO_CAST_TYPE,), _cast_type),
+            runtime_pin=_runtime_pin(env),
+            cpu_kind=_cpu_kind(env),
+            static_shapes_mb=_int(env, STATIC_SHAPES_MB, 0, 0) if env.get(STATIC_SHAPES_MB, "").strip() else None,
         )

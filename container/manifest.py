@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, get_args
 
+from container.cpu_kind import CPU_KINDS, RUNTIME_VARIABLE, Decision
 from container.errors import ContainerError
 from container.record import Invalid, Record, ValidationError, constrained
 
@@ -19,7 +21,8 @@ Variant = Literal["fp32", "int8", "neuron"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
 # "torch": PyTorch eager from safetensors weights (the text-generation engine, container/generation/). A decoder
 # compiled for NeuronCores is variant and runtime "neuron" (container/generation/neuron.py).
-Runtime = Literal["torchscript", "onnxruntime", "neuron", "torch"]
+# "openvino": an OpenVINO IR (model.xml + model.bin), INT8 by NNCF (container/handlers/openvino.py).
+Runtime = Literal["torchscript", "onnxruntime", "neuron", "torch", "openvino"]
 # The tasks served, named as the Hugging Face pipelines that answer the same requests.
 Task = Literal[
     "question-answering", "text-classification", "token-classification", "feature-extraction", "text-generation"
@@ -44,7 +47,7 @@ class TokenizerSpec(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class QuantizationSpec(Record):
-    backend: Literal["torch", "onnxruntime"]
+    backend: Literal["torch", "onnxruntime", "openvino"]
     mode: Literal["static", "dynamic"]
     per_channel: bool
     calibration_batches: int = constrained(ge=0)
@@ -135,6 +138,28 @@ class GenerationSpec(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RuntimeBuild(Record):
+    """Another build of the same model, for another runtime, in the same directory: the one a server loads on the
+    CPU kinds listed (container/cpu_kind.py), measured faster there. Every other kind, and any CPU this build was
+    not measured on, loads the manifest's own runtime and model_file: the fallback, which runs on every CPU."""
+
+    runtime: Runtime
+    model_file: str
+    quantization: QuantizationSpec | None = None
+    # Where this build is the one to load (may be empty: loaded only when SAGEBOX_RUNTIME pins it).
+    cpu_kinds: list[str] = field(default_factory=list)
+    # Why: the build machine's own measurement, or the table of measured preferences (infra/data/cpu_kinds.json).
+    reason: str = ""
+
+    def _check(self) -> None:
+        if self.runtime in ("neuron", "torch"):
+            raise Invalid("runtime", f"a {self.runtime} model is not an alternative build for a CPU kind")
+        unknown = sorted(set(self.cpu_kinds) - set(CPU_KINDS))
+        if unknown:
+            raise Invalid("cpu_kinds", f"unknown CPU kind(s) {unknown}: choose from {', '.join(CPU_KINDS)}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest(Record):
     schema_version: int = SCHEMA_VERSION
     tool_version: str
@@ -155,6 +180,8 @@ class Manifest(Record):
     pooling: PoolingSpec | None = None
     # Text generation only.
     generation: GenerationSpec | None = None
+    # Builds for other runtimes, each the one to load on the CPU kinds it names (the fields above are the fallback).
+    alternatives: list[RuntimeBuild] = field(default_factory=list)
     files: dict[str, str]
 
     @classmethod
@@ -173,6 +200,7 @@ class Manifest(Record):
                 raise ValueError(f"{needed!r} is not listed in files")
         if self.variant == "int8" and self.quantization is None:
             raise ValueError("an int8 variant must record its quantization")
+        self._check_alternatives()
         if (self.variant == "neuron") != (self.runtime == "neuron"):
             raise ValueError("the neuron variant and the neuron runtime go together")
         self._check_task()
@@ -226,9 +254,66 @@ class Manifest(Record):
                 if needed is not None and needed not in self.files:
                     raise ValueError(f"{needed!r} is not listed in files")
 
+    def _check_alternatives(self) -> None:
+        claimed: set[str] = set()
+        for build in self.alternatives:
+            if build.model_file not in self.files:
+                raise ValueError(f"{build.model_file!r} is not listed in files")
+            if build.runtime == self.runtime:
+                raise ValueError(f"an alternative build must use another runtime than {self.runtime}")
+            if self.variant == "int8" and build.quantization is None:
+                raise ValueError("an int8 variant's alternative build must record its quantization")
+            twice = claimed & set(build.cpu_kinds)
+            if twice:
+                raise ValueError(f"CPU kind(s) {sorted(twice)} are claimed by two alternative builds")
+            claimed |= set(build.cpu_kinds)
+        if len({b.runtime for b in self.alternatives}) != len(self.alternatives):
+            raise ValueError("two alternative builds use the same runtime")
+
+    def runtimes(self) -> list[str]:
+        """Every runtime this directory can be loaded with, the fallback first."""
+        return [self.runtime, *(b.runtime for b in self.alternatives)]
+
+    def for_cpu(self, cpu_kind: str, pinned: str = "auto") -> tuple[Manifest, Decision]:
+        """The manifest as the chosen build's loader sees it (its runtime, model file and quantization; no
+        alternatives left), and the decision: the build `pinned` names, else the one listing `cpu_kind`, else the
+        fallback. Pinning a runtime the directory has no build for raises ValueError."""
+        pinned = pinned.strip().lower() or "auto"
+        if pinned not in ("auto", *self.runtimes()):
+            raise ValueError(
+                f"{RUNTIME_VARIABLE}={pinned} but this model has no {pinned} build (it has: "
+                f"{', '.join(self.runtimes())})"
+            )
+        if pinned == self.runtime:
+            return self._only(), Decision(self.runtime, self.model_file, cpu_kind, f"pinned by {RUNTIME_VARIABLE}")
+        for build in self.alternatives:
+            if pinned == build.runtime:
+                reason = f"pinned by {RUNTIME_VARIABLE}"
+            elif pinned == "auto" and cpu_kind in build.cpu_kinds:
+                reason = build.reason or f"the build chosen for {cpu_kind}"
+            else:
+                continue
+            chosen = dataclasses.replace(
+                self,
+                runtime=build.runtime,
+                model_file=build.model_file,
+                quantization=build.quantization,
+                alternatives=[],
+            )
+            return chosen, Decision(build.runtime, build.model_file, cpu_kind, reason)
+        reason = "the only build" if not self.alternatives else f"the fallback: no build is chosen for {cpu_kind}"
+        return self._only(), Decision(self.runtime, self.model_file, cpu_kind, reason)
+
+    def _only(self) -> Manifest:
+        return dataclasses.replace(self, alternatives=[]) if self.alternatives else self
+
     def to_json(self) -> str:
-        """Canonical text: sorted keys, so the same manifest is always the same bytes."""
-        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+        """Canonical text: sorted keys, so the same manifest is always the same bytes (no `alternatives` key when
+        there are none: a single-build directory reads as it did before alternatives existed)."""
+        data = self.model_dump(mode="json")
+        if not data["alternatives"]:
+            del data["alternatives"]
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
 def _check_relative(name: str) -> None:

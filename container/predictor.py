@@ -6,6 +6,7 @@ The HTTP server and offline evaluation both run through this, so they cannot dis
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from container.cpu_kind import Decision, detect
 from container.env import DEFAULT_MAX_BATCH_TOKENS
 from container.handlers import (
     Handler,
@@ -43,11 +45,16 @@ class PredictorOptions:
     max_answer_tokens: int = 30
     max_batch_size: int = 8
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
+    # Which build of a model with several to load (container/cpu_kind.py): "auto" or a runtime name; the CPU kind
+    # the choice is made for (None: this machine's, or SAGEBOX_CPU_KIND's).
+    runtime_pin: str = "auto"
+    cpu_kind: str | None = None
+    static_shapes_mb: int | None = None
 
     @property
     def runtime(self) -> RuntimeOptions:
         """What the handler gets: how it may use the CPUs."""
-        return RuntimeOptions(self.threads, self.spin_wait, self.flush_denormals)
+        return RuntimeOptions(self.threads, self.spin_wait, self.flush_denormals, self.static_shapes_mb)
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,8 @@ class Predictor:
         self._on_call = on_call
         self._timer = timer
         self.load_times: LoadTimes | None = None  # set by load()
+        # Which build load() chose, for which CPU kind, and why.
+        self.decision = Decision(manifest.runtime, manifest.model_file, "other", "loaded directly")
 
     @classmethod
     def load(
@@ -97,16 +106,24 @@ class Predictor:
         hears of every model call, warm-up included). `load_times` says where the seconds went."""
         options = options or PredictorOptions()
         started = time.perf_counter()
-        manifest = load_verified(model_dir)
-        extra = unlisted_files(model_dir, manifest)
+        verified_manifest = load_verified(model_dir)
+        extra = unlisted_files(model_dir, verified_manifest)
         if extra:
             log.warning("ignoring %d file(s) the manifest does not list: %s", len(extra), ", ".join(extra[:5]))
+        try:
+            kind = options.cpu_kind or detect(os.environ)
+            manifest, decision = verified_manifest.for_cpu(kind, options.runtime_pin)
+        except ValueError as exc:
+            raise HandlerError(str(exc)) from None
+        if verified_manifest.alternatives:
+            log.info("loading %s", decision.describe())
         verified = time.perf_counter()
         handler = handler_for(manifest.runtime)
         handler.load(model_dir, manifest, options.runtime)
         loaded = time.perf_counter()
         task = task_for(manifest, model_dir, doc_stride=options.doc_stride, max_answer_tokens=options.max_answer_tokens)
         predictor = cls(manifest, handler, task, options.max_batch_size, options.max_batch_tokens, on_call)
+        predictor.decision = decision
         tokenized = time.perf_counter()
         warmed = predictor.warm_up()
         predictor.load_times = LoadTimes(

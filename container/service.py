@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -122,6 +123,8 @@ class InferenceService:
         self.status = ModelStatus.LOADING
         self.reason = ""  # why the model is not available, as clients see it
         self.load_seconds = 0.0
+        # /ping's body once READY: which build serves, on which CPU kind (encoded once: /ping is polled).
+        self.ready_body = b'{"status": "ready"}'
         self._loader = loader or self._load_from_settings
         self._drop_privileges = drop_privileges
         self._on_inference_thread = on_inference_thread
@@ -168,19 +171,25 @@ class InferenceService:
                 outcome.close()
                 return
         self._predictor, self._batcher = outcome, batcher
+        decision = outcome.decision
+        self.ready_body = json.dumps(
+            {"status": "ready", "runtime": decision.runtime, "cpu_kind": decision.cpu_kind, "reason": decision.reason}
+        ).encode()
         self.status = ModelStatus.READY
         m = outcome.manifest
         age = process_age_s()
         times = outcome.load_times
         log.info(
-            "model ready in %.2fs%s%s: task=%s variant=%s runtime=%s buckets=%s threads=%d max_batch=%d "
-            "max_batch_tokens=%d",
+            "model ready in %.2fs%s%s: task=%s variant=%s runtime=%s cpu_kind=%s (%s) buckets=%s threads=%d "
+            "max_batch=%d max_batch_tokens=%d",
             self.load_seconds,
             "" if age is None else f", {age:.2f}s after the process started",
             "" if times is None else f" ({times.describe()})",
             m.task,
             m.variant,
             m.runtime,
+            outcome.decision.cpu_kind,
+            outcome.decision.reason,
             m.sequence_buckets,
             self.settings.intra_op_threads,
             self.settings.max_batch_size,
@@ -206,6 +215,9 @@ class InferenceService:
             max_answer_tokens=s.max_answer_tokens,
             max_batch_size=s.max_batch_size,
             max_batch_tokens=s.max_batch_tokens,
+            runtime_pin=s.runtime_pin,
+            cpu_kind=s.cpu_kind,
+            static_shapes_mb=s.static_shapes_mb,
         )
         return Predictor.load(s.model_dir, options, on_call=on_call)
 
@@ -356,6 +368,12 @@ class InferenceService:
                 "variant": predictor.manifest.variant,
                 "runtime": predictor.manifest.runtime,
                 "sequence_buckets": predictor.manifest.sequence_buckets,
+            }
+            body["runtime"] = {
+                "name": predictor.decision.runtime,
+                "model_file": predictor.decision.model_file,
+                "cpu_kind": predictor.decision.cpu_kind,
+                "reason": predictor.decision.reason,
             }
         estimate = self.cost.snapshot()
         body["admission"] = {

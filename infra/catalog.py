@@ -31,6 +31,8 @@ class InstanceSpec:
     instance_storage: bool
     neuron_cores_per_chip: int
     hbm_gib_per_chip: int
+    # CPU instances: the INT8 instructions their processors have (container/cpu_kind.py's names); None for Neuron.
+    cpu_kind: str | None = None
 
     @property
     def is_neuron(self) -> bool:
@@ -103,8 +105,27 @@ def instances() -> dict[str, InstanceSpec]:
                 instance_storage=spec["instance_storage"],
                 neuron_cores_per_chip=0,
                 hbm_gib_per_chip=0,
+                cpu_kind=spec.get("cpu_kind"),
             )
     return specs
+
+
+@dataclass(frozen=True)
+class Int8Preference:
+    cpu_kind: str
+    runtime: str
+    evidence: str
+
+
+@cache
+def int8_runtime_preferences() -> dict[str, Int8Preference]:
+    """The INT8 runtime measured fastest on each CPU kind (infra/data/cpu_kinds.json), with the evidence."""
+    from container.cpu_kind import CPU_KINDS
+
+    raw = json.loads((DATA_DIR / "cpu_kinds.json").read_text())["kinds"]
+    if set(raw) != set(CPU_KINDS):
+        raise CatalogError(f"cpu_kinds.json must name exactly the CPU kinds {list(CPU_KINDS)}; it names {sorted(raw)}")
+    return {kind: Int8Preference(kind, entry["int8_runtime"], entry["evidence"]) for kind, entry in raw.items()}
 
 
 def instance(instance_type: str) -> InstanceSpec:

@@ -26,6 +26,13 @@ WITH_NEURON = (
     ("distilbert", "text-classification"),
     ("roberta", "feature-extraction"),
 )
+# The OpenVINO INT8 build beside ONNX Runtime's (converted from each architecture's PyTorch module), for one task per
+# architecture: ~15 s a build; tests/sagebox/pipeline/quantize/test_choose.py covers loading per CPU kind.
+WITH_OPENVINO = (
+    ("bert", "question-answering"),
+    ("distilbert", "token-classification"),
+    ("roberta", "text-classification"),
+)
 # Random tiny models decide near ties that INT8 rounding can flip: the gate runs, with room for that.
 TINY_MAX_DROP = 25.0
 TINY_MIN_COSINE = 0.9
@@ -59,7 +66,17 @@ def build(root: Path, arch: str, task: str) -> TaskBuild:
     folder = make_model_folder(root / "hf" / f"{arch}-{task}", arch, task)
     work, packages = root / "work" / f"{arch}-{task}", root / "packages" / f"{arch}-{task}"
     neuron = (arch, task) in WITH_NEURON
-    build_all(folder, None, work, packages, max_drop=TINY_MAX_DROP, min_cosine=TINY_MIN_COSINE, neuron=neuron)
+    openvino = (arch, task) in WITH_OPENVINO
+    build_all(
+        folder,
+        None,
+        work,
+        packages,
+        max_drop=TINY_MAX_DROP,
+        min_cosine=TINY_MIN_COSINE,
+        neuron=neuron,
+        openvino=openvino,
+    )
     return TaskBuild(arch, task, folder, work, packages)
 
 

@@ -18,7 +18,6 @@ with one line, as TGI's Neuron backend refuses them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from container.env import MAX_BATCH_TOTAL_TOKENS, EnvError, Named, ServerSettings
@@ -47,21 +46,6 @@ class EngineLimits:
     @property
     def cache_tokens(self) -> int:
         return self.slots * self.max_total_tokens
-
-
-def memory_bytes() -> int:
-    """The memory this process may use: the cgroup v2/v1 limit where one is set, else the machine's total."""
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            raw = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if raw.isdigit() and int(raw) < 1 << 60:
-            return int(raw)
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024
-    return 4 << 30
 
 
 def engine_limits(settings: ServerSettings, config: DecoderConfig, memory: int) -> EngineLimits:

@@ -22,11 +22,11 @@ from typing import Any
 
 from container.admission import Overloaded
 from container.clock import Clock, MonotonicClock
-from container.env import EnvError, ServerSettings
+from container.env import EnvError, ServerSettings, memory_bytes
 from container.generation.decoder import KVCache
 from container.generation.engine import Engine, Job, new_job
 from container.generation.events import Outcome, Token
-from container.generation.limits import EngineLimits, engine_limits, memory_bytes, neuron_limits
+from container.generation.limits import EngineLimits, engine_limits, neuron_limits
 from container.generation.model import GenerationModel, load_generation_model
 from container.generation.neuron import NeuronSteps
 from container.generation.request import CHAT, TGI, GenerationRequest, Limits

@@ -20,6 +20,7 @@ _RUNTIMES = {
     "torchscript": ("container.handlers.torchscript", "TorchScriptHandler"),
     "onnxruntime": ("container.handlers.onnx", "OnnxRuntimeHandler"),
     "neuron": ("container.handlers.neuron", "NeuronHandler"),
+    "openvino": ("container.handlers.openvino", "OpenVinoHandler"),
 }
 
 

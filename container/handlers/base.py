@@ -32,6 +32,8 @@ class RuntimeOptions:
     threads: int = 1
     spin_wait: bool = True
     flush_denormals: bool = True
+    # Memory a runtime may spend on graphs compiled per sequence bucket (OpenVINO's static shapes); None: its default.
+    static_shapes_mb: int | None = None
 
 
 class Handler(Protocol):

@@ -13,6 +13,7 @@ from sagebox.cli.model_options import (
     add_gate_options,
     add_generation_gate_options,
     add_model_options,
+    add_openvino_option,
 )
 
 
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, default=Path("build/models"), help="packages, where `cdk synth` looks (build/models)"
     )
+    add_openvino_option(p)
     p.set_defaults(func=run)
 
 
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
             min_cosine=args.min_cosine,
             source=source,
             generation_limits=limits,
+            openvino=not args.no_openvino,
         )
     except GateFailed as exc:
         import sys

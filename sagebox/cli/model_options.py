@@ -77,3 +77,12 @@ def add_generation_gate_options(p: argparse.ArgumentParser) -> None:
         help="text-generation: least share of greedy tokens INT8 generates as FP32 does on the built-in chat prompts "
         f"(default {DEFAULT_MIN_AGREEMENT})",
     )
+
+
+def add_openvino_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-openvino",
+        action="store_true",
+        help="skip the OpenVINO INT8 build (by default built beside the primary INT8 model, gated alike, and loaded "
+        "on the CPU kinds it is faster on: AVX-512 VNNI and AMX; see infra/data/cpu_kinds.json)",
+    )

@@ -14,7 +14,7 @@ __all__ = ["EXIT_GATE_FAILED", "register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from sagebox.cli.model_options import add_gate_options, add_model_options
+    from sagebox.cli.model_options import add_gate_options, add_model_options, add_openvino_option
     from sagebox.pipeline.quantize.options import (
         BACKENDS,
         DEFAULT_BACKEND,
@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="fail at once when INT8 trips the gate (default: retry with 7-bit weights, then FP32 attention)",
     )
+    add_openvino_option(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from sagebox.cli.tables import quantize_table
     from sagebox.pipeline.export.servable import ModelSource
-    from sagebox.pipeline.quantize.options import QuantizeOptions, fallbacks
+    from sagebox.pipeline.quantize.options import QuantizeOptions, alternatives_for, fallbacks
     from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
 
     options = QuantizeOptions(
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads or default_threads(),
         fuse=not args.no_fuse,
         fallbacks=() if args.no_fallback else fallbacks(options),
+        alternatives=() if args.no_openvino else alternatives_for(options),
     )
     outcome = run_quantize(request, say=say)
     if args.json:

@@ -48,9 +48,10 @@ def build_all(
     source: ModelSource | None = None,
     neuron: bool = True,
     generation_limits: GenerationLimits | None = None,
+    openvino: bool = True,
 ) -> Artifacts:
     from sagebox.pipeline.load.hf_task import detect_task
-    from sagebox.pipeline.quantize.options import QuantizeOptions, fallbacks
+    from sagebox.pipeline.quantize.options import QuantizeOptions, alternatives_for, fallbacks
     from sagebox.pipeline.quantize_flow import REPORT_NAME, QuantizeRequest, run_quantize
 
     source = source or ModelSource.resolve(model, say)
@@ -61,7 +62,13 @@ def build_all(
     if info.task == "text-generation":
         return _build_generation(source, info, spec, work_dir, out_dir, generation_limits or GenerationLimits(), say)
     quantized = work_dir / "quantized"
-    if not (current(quantized / "fp32", info.task, spec) and current(quantized / "int8", info.task, spec)):
+    int8 = current(quantized / "int8", info.task, spec)
+    wanted = {"openvino"} if openvino else set()
+    if not (
+        current(quantized / "fp32", info.task, spec)
+        and int8
+        and wanted <= {b.runtime for b in int8.alternatives} | {int8.runtime}
+    ):
         outcome = run_quantize(
             QuantizeRequest(
                 model=source.folder,
@@ -70,6 +77,7 @@ def build_all(
                 calibration_data=calibration_data,
                 threads=threads,
                 fallbacks=fallbacks(QuantizeOptions()),
+                alternatives=alternatives_for(QuantizeOptions()) if openvino else (),
                 task=info.task,
                 source=source,
                 max_f1_drop=max_drop,

@@ -3,6 +3,7 @@ accuracy gate (sagebox/pipeline/gate/task_eval.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from container.manifest import Manifest
+from container.manifest import Manifest, load_verified
 from container.predictor import PredictorOptions
 from container.tasks import task_for
 from sagebox.errors import SageboxError
@@ -46,6 +47,9 @@ class QuantizeRequest:
     fuse: bool = True
     # Tried in order after `options` while the accuracy gate fails (see quant_options.fallbacks).
     fallbacks: tuple[QuantizeOptions, ...] = ()
+    # Builds for other runtimes (OpenVINO's), each gated like the primary; those that pass join the INT8 directory
+    # for the CPU kinds they are faster on (sagebox/pipeline/quantize/choose.py). The primary stays the fallback.
+    alternatives: tuple[QuantizeOptions, ...] = ()
     task: str | None = None  # forced task (default: the folder's)
     source: ModelSource | None = None  # where the folder came from (Hub id, pinned revision, license)
 
@@ -62,6 +66,7 @@ class QuantizeOutcome:
     calibration_note: str
     attempts: tuple[dict[str, object], ...] = ()
     task: str = "question-answering"
+    alternatives: tuple[dict[str, object], ...] = ()
 
     @property
     def int8_dir(self) -> Path | None:
@@ -80,6 +85,7 @@ class QuantizeOutcome:
             "quantization": self.int8_manifest.quantization.model_dump() if self.int8_manifest.quantization else None,
             "calibration": self.calibration_note,
             "attempts": list(self.attempts),
+            "alternatives": list(self.alternatives),
         }
 
 
@@ -156,6 +162,10 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
             calibration_note += f"; {len(feeds)} batch(es) of up to {options.calibration_batch_size}"
             if len(feeds) < options.calibration_batches:
                 calibration_note += f" (fewer than the {options.calibration_batches} asked: the data ran out)"
+        alternatives: list[dict[str, object]] = []
+        if gate.passed and request.alternatives:
+            alternatives = _alternatives(request, info, judge, fp32_eval, limits, staging, module, say)
+            int8_manifest = load_verified(staging / "int8")
         sizes = {"fp32": dir_bytes(staging / "fp32"), "int8": dir_bytes(staging / "int8")}
         if not gate.passed:
             # A rejected INT8 model must not be loadable or packageable by mistake.
@@ -171,9 +181,61 @@ def run_quantize(request: QuantizeRequest, say: Callable[[str], None] = lambda _
             calibration_note,
             tuple(attempts),
             info.task,
+            tuple(alternatives),
         )
         (staging / REPORT_NAME).write_text(json.dumps(outcome.report(), indent=2, sort_keys=True) + "\n")
     return outcome
+
+
+def _alternatives(
+    request: QuantizeRequest,
+    info: TaskInfo,
+    judge: Judge,
+    fp32_eval: Any,
+    limits: GateLimits,
+    staging: Path,
+    module: Any,
+    say: Callable[[str], None],
+) -> list[dict[str, object]]:
+    """Build, gate and time each alternative runtime's INT8 model; merge those that pass into staging/int8."""
+    from container.env import available_cpus
+    from sagebox.pipeline.quantize.choose import kinds_for, merge_alternative, time_builds
+
+    primary = load_verified(staging / "int8")
+    records: list[dict[str, object]] = []
+    for options in request.alternatives:
+        record: dict[str, object] = {"options": options.describe(), "runtime": options.runtime}
+        records.append(record)
+        items, source = _calibration(dataclasses.replace(request, options=options), info, judge)
+        task = task_for(load_verified(staging / "fp32"), staging / "fp32")
+        feeds = task_calibration_batches(items, task, options.calibration_batches, options.calibration_batch_size)
+        record["calibration"] = f"{source}; {len(feeds)} batch(es)"
+        out = staging / f"int8-{options.runtime}"
+        say(f"quantizing INT8 for {options.runtime} ({options.describe()}), a build for the CPU kinds it is faster on")
+        try:
+            build_int8(request.model, staging / "fp32", out, options, feeds, module)
+        except Exception as exc:  # an optional build: the primary INT8 model stands without it
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            record.update({"passed": False, "error": reason})
+            say(f"{options.runtime}: the INT8 build failed ({reason}); not kept")
+            shutil.rmtree(out, ignore_errors=True)
+            continue
+        say(f"evaluating INT8 ({options.runtime})")
+        evaluation = judge.evaluate(out, PredictorOptions(threads=request.threads))
+        gate = judge.gate(fp32_eval, evaluation, limits)
+        record.update(attempt_record(options, evaluation, gate.passed))
+        if not gate.passed:
+            say(f"{options.runtime}: {gate.message()}; not kept")
+            shutil.rmtree(out)
+            continue
+        say(f"timing INT8 {primary.runtime} against {options.runtime} on this machine")
+        timing = time_builds({primary.runtime: staging / "int8", options.runtime: out}, available_cpus())
+        kinds, reason = kinds_for(options.runtime, primary.runtime, timing)
+        merge_alternative(staging / "int8", out, kinds, reason)
+        shutil.rmtree(out)
+        record.update({"cpu_kinds": kinds, "timing_ms": timing.p50_ms, "timed_on": timing.cpu_kind})
+        say(f"{options.runtime} kept for CPU kinds: {', '.join(kinds) or 'none (pin it with SAGEBOX_RUNTIME)'}")
+    return records
 
 
 def evaluate_only(model_dir: Path, data: Path | None, threads: int = 1) -> Any:
@@ -181,7 +243,6 @@ def evaluate_only(model_dir: Path, data: Path | None, threads: int = 1) -> Any:
     model's perplexity on `data`'s texts (lines of a .txt, JSON Lines or CSV), by default on the built-in held-out
     text; a text-generation build's work folder (its fp32/ and int8/): both perplexities, their ratio and the greedy
     agreement, judged as the build's gate judges them with its default limits."""
-    from container.manifest import load_verified
     from sagebox.pipeline.gate.generation_gate import evaluate_generation_build, is_generation_build
 
     if not model_dir.is_dir():

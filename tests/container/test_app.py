@@ -63,7 +63,10 @@ def test_ping_and_invocations_while_loading_then_ready() -> None:
             assert_error(loading, 503, "loading")
             assert loading.headers["retry-after"] == "1"
             await app.state.service.start()
-            assert (await client.get("/ping")).json() == {"status": "ready"}
+            ready = (await client.get("/ping")).json()
+            # Which build serves, on which CPU kind, and why (container/cpu_kind.py).
+            assert ready["status"] == "ready" and set(ready) == {"status", "runtime", "cpu_kind", "reason"}
+            assert ready["runtime"] == app.state.service._predictor.manifest.runtime
             answer = (await client.post("/invocations", json=QUESTION)).json()
             assert CONTEXT[answer["start"] : answer["end"]] == answer["answer"]
 

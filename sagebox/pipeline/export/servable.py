@@ -24,8 +24,8 @@ DEFAULT_BUCKETS = (64, 96, 128, 160, 192, 256, 320, 384)
 MAX_BUCKET = 512
 # Bumped when export choices change what the same model folder builds into (fusions, buckets), so cached
 # artifacts are rebuilt: 2 keeps residual adds apart from layer norms, 3 has 32-token CPU buckets up to 192,
-# 4 writes schema-2 manifests (task fields).
-BUILD_RECIPE = 4
+# 4 writes schema-2 manifests (task fields), 5 adds the OpenVINO INT8 build beside ONNX Runtime's (issue 41).
+BUILD_RECIPE = 5
 MODEL_FILES: dict[str, str] = {"torchscript": "model.pt", "onnxruntime": "model.onnx"}
 FUSE_ONNX_BY_DEFAULT = True
 SOURCE_FILE = "sagebox_source.json"

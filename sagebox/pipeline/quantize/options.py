@@ -11,13 +11,16 @@ from sagebox.errors import SageboxError
 
 DEFAULT_CALIBRATION_BATCHES = 100
 
-Backend = Literal["onnxruntime", "torch"]
+# "openvino": an OpenVINO IR converted from the PyTorch module (attention kept as one ScaledDotProductAttention op)
+# and quantized by NNCF with calibration data: static only.
+Backend = Literal["onnxruntime", "torch", "openvino"]
 Mode = Literal["dynamic", "static"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 MODES: tuple[str, ...] = get_args(Mode)
-RUNTIME_OF: dict[str, Literal["onnxruntime", "torchscript"]] = {
+RUNTIME_OF: dict[str, Literal["onnxruntime", "torchscript", "openvino"]] = {
     "onnxruntime": "onnxruntime",
     "torch": "torchscript",
+    "openvino": "openvino",
 }
 
 # The fastest INT8 variant at equal accuracy in scripts/bench_models.py (.sagebox/bench/models.json reports
@@ -30,6 +33,8 @@ TORCH_ENGINE = "x86"
 CALIBRATION_METHODS: dict[str, tuple[str, ...]] = {
     "onnxruntime": ("percentile", "entropy", "minmax"),
     "torch": ("histogram", "minmax"),
+    # NNCF's transformer recipe: SmoothQuant, min/max ranges with outlier-robust quantiles, fast bias correction.
+    "openvino": ("nncf-transformer",),
 }
 CALIBRATION_PERCENTILE = 99.999
 
@@ -53,6 +58,10 @@ class QuantizeOptions:
             raise SageboxError(f"unknown quantization mode {self.mode!r}: choose {' or '.join(MODES)}")
         if self.calibration_batches < 1 or self.calibration_batch_size < 1:
             raise SageboxError("calibration needs at least one batch of at least one example")
+        if self.backend == "openvino" and self.mode != "static":
+            raise SageboxError(
+                "the openvino backend quantizes statically (NNCF, with calibration data): use --mode static"
+            )
         if self.fp32_op_types and self.backend != "onnxruntime":
             raise SageboxError("keeping op types in FP32 is supported with the onnxruntime backend only")
         allowed = CALIBRATION_METHODS[self.backend]
@@ -68,7 +77,7 @@ class QuantizeOptions:
         return CALIBRATION_METHODS[self.backend][0] if self.calibration_method == "auto" else self.calibration_method
 
     @property
-    def runtime(self) -> Literal["onnxruntime", "torchscript"]:
+    def runtime(self) -> Literal["onnxruntime", "torchscript", "openvino"]:
         return RUNTIME_OF[self.backend]
 
     def spec(self, calibration_batches_used: int) -> QuantizationSpec:
@@ -96,6 +105,15 @@ class QuantizeOptions:
 
 # The embedding lookups: one fused op in a graph fused by onnxruntime.transformers, Gathers in a plain one.
 EMBEDDING_OP_TYPES: tuple[str, ...] = ("EmbedLayerNormalization", "Gather")
+
+
+# The other runtimes' INT8 builds `sagebox quantize` and `sagebox build` add beside the primary (issue 41).
+OPENVINO = QuantizeOptions(backend="openvino", mode="static")
+
+
+def alternatives_for(options: QuantizeOptions) -> tuple[QuantizeOptions, ...]:
+    """The other runtimes' builds for a primary built with `options`: OpenVINO's, unless it is the primary."""
+    return () if options.backend == "openvino" else (dataclasses.replace(OPENVINO, per_channel=options.per_channel),)
 
 
 def fallbacks(options: QuantizeOptions) -> tuple[QuantizeOptions, ...]:

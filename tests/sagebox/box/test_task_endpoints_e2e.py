@@ -86,6 +86,7 @@ def hub_build_in_process(hub: HubStandIn, hf_home: Path, repo_id: str, root: Pat
         max_drop=TINY_MAX_DROP,
         min_cosine=TINY_MIN_COSINE,
         neuron=False,
+        openvino=False,
     )
     assert artifacts.source is not None
     return f"{artifacts.source.name} @ {artifacts.source.revision}"
