@@ -58,11 +58,13 @@ def test_it_keeps_the_sagemaker_contract_of_the_cpu_image() -> None:
     assert "SAGEBOX_MODEL_DIR=/opt/ml/model" in env and "PYTHONPATH=/opt/sagebox" in env
 
 
-def test_its_requirements_are_the_cpu_pins_without_torch_and_onnxruntime() -> None:
+def test_its_requirements_are_the_cpu_pins_without_torch_onnxruntime_and_openvino() -> None:
+    """No ONNX model or OpenVINO IR runs there: their handlers are imported only for a manifest that names them."""
     cpu = pins(REPO_ROOT / "container" / "requirements.txt")
     neuron = pins(REPO_ROOT / "container" / "requirements-neuron.txt")
-    assert {"torch", "onnxruntime"} <= set(cpu)
-    assert neuron == {name: version for name, version in cpu.items() if name not in {"torch", "onnxruntime"}}
+    cpu_only = {"torch", "onnxruntime", "openvino"}
+    assert cpu_only <= set(cpu)
+    assert neuron == {name: version for name, version in cpu.items() if name not in cpu_only}
     assert "requirements-neuron.txt" in DOCKERFILE.read_text()
 
 

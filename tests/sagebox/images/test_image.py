@@ -135,6 +135,19 @@ def test_the_image_holds_cpu_torch_and_no_build_leftovers(client: docker.DockerC
     assert output.decode().split() == ["0", "10001", "None", "False", "[]", "False"]
 
 
+def test_the_image_keeps_openvino_cpu_plugin_and_ir_frontend_only(client: docker.DockerClient, built: str) -> None:
+    """The Dockerfile strips OpenVINO to what IR serving on the CPU loads (issue 41); AUTO, HETERO, BATCH stay."""
+    probe = (
+        "import pathlib, openvino as ov; libs = pathlib.Path(ov.__file__).parent / 'libs'; "
+        "print(ov.Core().available_devices, sorted(p.name.split('.so')[0] for p in libs.glob('*_plugin.so*')), "
+        "sorted(p.name.split('.so')[0] for p in libs.glob('*_frontend.so*')), (libs / 'cache.json').exists())"
+    )
+    output = client.containers.run(built, entrypoint=["python", "-c", probe], remove=True).decode().strip()
+    plugins = ["auto_batch", "auto", "hetero", "intel_cpu"]
+    expected = [["CPU"], sorted(f"libopenvino_{p}_plugin" for p in plugins), ["libopenvino_ir_frontend"], False]
+    assert output == " ".join(str(part) for part in expected)
+
+
 def test_a_failing_build_is_one_line_naming_the_failure(client: docker.DockerClient, tmp_path: Path) -> None:
     (tmp_path / "Dockerfile").write_text("FROM scratch\nRUN echo about to fail && exit 3\n")
     broken = asset.ImageAsset("broken", tmp_path, "Dockerfile", "linux/amd64")
