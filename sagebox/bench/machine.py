@@ -17,7 +17,9 @@ INTERESTING_FLAGS = (
     "avx512_vnni",
     "avx_vnni",
     "avx512_bf16",
+    "amx_tile",
     "amx_int8",
+    "amx_bf16",
 )
 
 

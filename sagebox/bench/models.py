@@ -3,9 +3,11 @@
     python scripts/bench_models.py                      # writes .sagebox/bench/models.json and prints tables
 
 Latency: every variant is loaded through the serving Predictor (the handler the server runs) and timed on one
-full-length feature (batch 1, seq 384), variants interleaved round by round (order rotated each round) so
-machine noise hits all of them alike; P50/P90 are over rounds. INT8 is compared with the fastest FP32 artifact
-Sagebox ships, measured in the same rounds. Accuracy: the trained MiniLM demo model goes through
+full-length feature (batch 1, at each of --seqs, 128 and 384 tokens by default), variants interleaved round by round
+(order rotated each round) so machine noise hits all of them alike; P50/P90 are over rounds. INT8 is compared with
+the fastest FP32 artifact Sagebox ships, measured in the same rounds. Other toolchains' INT8 recipes (OpenVINO +
+NNCF, PyTorch 2 export + inductor: sagebox/bench/peers_int8.py) are timed in the same rounds, on the same inputs,
+with the same threads, unless --skip-peers. Accuracy: the trained MiniLM demo model goes through
 `sagebox quantize` (the same code a user's model goes through) for each backend/mode, scored on its held-out
 dev split.
 """
@@ -19,7 +21,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -27,11 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from container.handlers.base import ModelInputs
+from container.handlers.base import MODEL_INPUTS, ModelInputs
 from container.manifest import ManifestError, load_verified
 from container.predictor import Predictor, PredictorOptions
 from sagebox.bench.latency import interleaved_latency, summarize
 from sagebox.bench.machine import CpuSnapshot, cpu_info, load_between
+from sagebox.bench.peers_int8 import PEERS_DIR, Int8Peers, fastest, int8_peers
 from sagebox.errors import SageboxError
 from sagebox.paths import state_dir
 from sagebox.pipeline.quantize.options import (
@@ -51,6 +54,9 @@ Json = dict[str, Any]
 TARGET_LATENCY_RATIO = 0.5
 TARGET_SIZE_RATIO = 0.45
 TARGET_F1_DROP = 1.0
+TARGET_OVER_PEER_INT8 = 1.0  # Sagebox's chosen INT8 P50 over the fastest INT8 peer's, at every seq
+TARGET_INT8_OVER_FP32_AT_384 = 0.35  # Sagebox's chosen INT8 P50 over its fastest FP32's, at 384 tokens
+DEFAULT_SEQS = (128, 384)
 # Environment that limits torch's kernels (ATen, oneDNN, MKL, FBGEMM) to AVX2, to show what an AVX2-only CPU
 # would see. ONNX Runtime has no such switch, so only TorchScript variants are re-measured this way.
 AVX2_ONLY_ENV = {
@@ -119,10 +125,20 @@ VARIANTS = (
         mode="static",
         fp32_source="fp32-torchscript",
     ),
+    Variant(
+        "int8-openvino",
+        "int8",
+        "openvino",
+        "OpenVINO IR from the PyTorch module, NNCF INT8 (TRANSFORMER, MIXED)",
+        mode="static",
+        fp32_source="fp32-onnx-fused",
+    ),
 )
 
 
 def int8_name(backend: str, mode: str) -> str:
+    if backend == "openvino":
+        return "int8-openvino"  # one recipe (static, NNCF), so no mode in the name
     return f"int8-{'onnx' if backend == 'onnxruntime' else 'torch'}-{mode}"
 
 
@@ -179,10 +195,134 @@ def build_all(
 
 
 def model_file_bytes(model_dir: Path) -> int:
-    return (model_dir / load_verified(model_dir).model_file).stat().st_size
+    """The model file's size; an OpenVINO IR's .xml counts with its .bin (the weights)."""
+    model = model_dir / load_verified(model_dir).model_file
+    weights = model.with_suffix(".bin")
+    return model.stat().st_size + (weights.stat().st_size if model.suffix == ".xml" and weights.is_file() else 0)
 
 
-def measure_latency(work: Path, names: Sequence[str], seq: int, threads: int, rounds: int) -> dict[str, Json]:
+def variant_rows(work: Path, latency: Mapping[str, Json]) -> tuple[Json, str]:
+    """Every Sagebox variant's row at one seq, and the fastest Sagebox FP32 there."""
+    best_fp32 = min((v.name for v in VARIANTS if v.precision == "fp32"), key=lambda n: latency[n]["p50_ms"])
+    by_name = {v.name: v for v in VARIANTS}
+    rows: Json = {}
+    for v in VARIANTS:
+        same = [f.name for f in VARIANTS if f.precision == "fp32" and f.backend == v.backend]
+        # an INT8 backend without an FP32 variant of its own (OpenVINO) is compared with the FP32 it is built from
+        same_backend = min(same, key=lambda n: latency[n]["p50_ms"]) if same else by_name[v.fp32_source].name
+        rows[v.name] = {
+            "precision": v.precision,
+            "backend": v.backend,
+            "detail": v.detail,
+            "model_file_bytes": model_file_bytes(work / v.name),
+            **latency[v.name],
+            "ratio_to_best_fp32_p50": round(latency[v.name]["p50_ms"] / latency[best_fp32]["p50_ms"], 3),
+            "ratio_to_same_backend_fp32_p50": round(latency[v.name]["p50_ms"] / latency[same_backend]["p50_ms"], 3),
+        }
+    return rows, best_fp32
+
+
+def peer_rows(latency: Mapping[str, Json], peers_report: Json, best_fp32_p50: float, seq: int) -> Json:
+    """Every peer's row at one seq: its latency (or why it has none) beside Sagebox's fastest FP32."""
+    rows: Json = {}
+    for name, peer in peers_report["peers"].items():
+        compile_s = peer["compile_seconds"]
+        row: Json = {
+            "precision": peer["precision"],
+            "engine": peer["engine"],
+            "shapes": peer["shapes"],
+            "compile_seconds": compile_s.get(str(seq), compile_s.get("dynamic")),
+        }
+        if peer.get("model_file_bytes"):
+            row["model_file_bytes"] = peer["model_file_bytes"]
+        if name in latency:
+            row.update(latency[name])
+            row["ratio_to_best_fp32_p50"] = round(latency[name]["p50_ms"] / best_fp32_p50, 3)
+        else:
+            row["error"] = peer.get("error", "not timed")
+        rows[name] = row
+    return rows
+
+
+def seq_section(work: Path, latency: Mapping[str, Json], load: Json, peers_report: Json | None, seq: int) -> Json:
+    variants, best_fp32 = variant_rows(work, latency)
+    section: Json = {"variants": variants, "best_fp32": best_fp32, "load_during_timing": load}
+    if peers_report is not None:
+        section["peers"] = peer_rows(latency, peers_report, latency[best_fp32]["p50_ms"], seq)
+    return section
+
+
+def chosen_int8_variant(result: Json) -> str:
+    """Sagebox's chosen INT8 on this machine, as a server loads it: the INT8 variant of the runtime that
+    infra/data/cpu_kinds.json prefers for this CPU's kind (container/cpu_kind.py, from the flags in the results),
+    when measured in this run, else `result["default_int8"]` (the fallback every CPU loads). The table is what a
+    build measured elsewhere; this machine's own build may override its kind (sagebox/pipeline/quantize/choose.py)."""
+    from container.cpu_kind import kind_of
+    from infra.catalog import int8_runtime_preferences
+
+    flags = [flag for flag, present in result.get("machine", {}).get("flags", {}).items() if present]
+    runtime = int8_runtime_preferences()[kind_of(flags)].runtime
+    measured = result.get("variants", {})
+    for v in VARIANTS:
+        if v.precision == "int8" and v.name in measured and RUNTIME_OF[v.backend] == runtime:
+            return v.name if v.backend != "onnxruntime" else str(result["default_int8"])
+    return str(result["default_int8"])
+
+
+def peer_checks(result: Json) -> Json:
+    """Per seq: Sagebox's chosen INT8 over the fastest INT8 peer (target <= 1.0); at 384 tokens: the chosen INT8
+    over the fastest Sagebox FP32 (target <= 0.35). Each seq section gets its own "checks"; the flat ones (seq in
+    the name) are returned for result["checks"]."""
+    chosen = chosen_int8_variant(result)
+    flat: Json = {}
+    for seq, section in result.get("latency_by_seq", {}).items():
+        rows = section["variants"]
+        own: Json = {}
+        peers = section.get("peers")
+        if peers is not None:
+            peer = fastest(peers, int8_peers())
+            if peer is None:
+                own["sagebox_int8_over_fastest_peer_int8_p50"] = {
+                    "value": None,
+                    "target": f"<= {TARGET_OVER_PEER_INT8}",
+                    "passed": False,
+                    "sagebox": chosen,
+                    "peer": None,
+                    "note": "no INT8 peer was timed",
+                }
+            else:
+                ratio = rows[chosen]["p50_ms"] / peers[peer]["p50_ms"]
+                own["sagebox_int8_over_fastest_peer_int8_p50"] = {
+                    "value": round(ratio, 3),
+                    "target": f"<= {TARGET_OVER_PEER_INT8}",
+                    "passed": ratio <= TARGET_OVER_PEER_INT8,
+                    "sagebox": chosen,
+                    "peer": peer,
+                }
+        if seq == "384":
+            best = section["best_fp32"]
+            ratio = rows[chosen]["p50_ms"] / rows[best]["p50_ms"]
+            own["int8_over_fp32_p50_at_384"] = {
+                "value": round(ratio, 3),
+                "target": f"<= {TARGET_INT8_OVER_FP32_AT_384}",
+                "passed": ratio <= TARGET_INT8_OVER_FP32_AT_384,
+                "int8": chosen,
+                "fp32": best,
+            }
+        section["checks"] = own
+        for name, check in own.items():
+            flat[name if name.endswith(f"_at_{seq}") else f"{name}_at_{seq}"] = check
+    return flat
+
+
+PeerRunners = Callable[[ModelInputs, int], Mapping[str, Callable[[], object]]]
+
+
+def latency_runners(
+    work: Path, names: Sequence[str], seq: int, threads: int, peers: PeerRunners | None = None
+) -> dict[str, Callable[[], object]]:
+    """Zero-argument calls on one full-length feature at `seq`: each Sagebox variant through its serving
+    Predictor, then the peers' calls (given the same feature as batch-1 model inputs) when `peers` is given."""
     predictors = {name: Predictor.load(work / name, PredictorOptions(threads=threads)) for name in names}
     any_predictor = next(iter(predictors.values()))
     if seq not in any_predictor.task.buckets:
@@ -191,7 +331,19 @@ def measure_latency(work: Path, names: Sequence[str], seq: int, threads: int, ro
     runners: dict[str, Callable[[], object]] = {
         name: partial(p.predict_batch, [feature]) for name, p in predictors.items()
     }
-    times = interleaved_latency(runners, rounds, warmup=3)
+    if peers is not None:
+        inputs = {name: np.stack([getattr(feature, name)]) for name in MODEL_INPUTS}
+        for name, runner in peers(inputs, seq).items():
+            if name in runners:
+                raise SageboxError(f"peer {name!r} has the name of a Sagebox variant")
+            runners[name] = runner
+    return runners
+
+
+def measure_latency(
+    work: Path, names: Sequence[str], seq: int, threads: int, rounds: int, peers: PeerRunners | None = None
+) -> dict[str, Json]:
+    times = interleaved_latency(latency_runners(work, names, seq, threads, peers), rounds, warmup=3)
     return {name: summarize(ms) for name, ms in times.items()}
 
 
@@ -225,6 +377,7 @@ def accuracy(
         ("onnxruntime", "static"),
         ("torch", "dynamic"),
         ("torch", "static"),
+        ("openvino", "static"),
     )
     for backend, mode in combos:
         name = f"{backend}-{mode}"
@@ -311,27 +464,31 @@ def run(args: argparse.Namespace) -> Json:
     say(f"speed model: {hf_folder}")
     feeds = calibration_feeds(hf_folder, args.calibration_batches)
     build_seconds = build_all(VARIANTS, hf_folder, work, feeds, args.calibration_batches, args.reuse, say)
-    names = [v.name for v in VARIANTS]
-    say(f"timing {len(names)} variants x {args.rounds} interleaved rounds (batch 1, seq {args.seq})")
-    timing_start = CpuSnapshot.take()
-    latency = measure_latency(work, names, args.seq, args.threads, args.rounds)
-    timing_load = load_between(timing_start, CpuSnapshot.take(), os.cpu_count() or 1)
-    best_fp32 = min((v.name for v in VARIANTS if v.precision == "fp32"), key=lambda n: latency[n]["p50_ms"])
-    variants: Json = {}
-    for v in VARIANTS:
-        same_backend = min(
-            (f.name for f in VARIANTS if f.precision == "fp32" and f.backend == v.backend),
-            key=lambda n: latency[n]["p50_ms"],
+    peers: Int8Peers | None = None
+    if not args.skip_peers:
+        peers = Int8Peers(
+            work / PEERS_DIR, work / "fp32-onnx-plain" / "model.onnx", hf_folder, feeds, args.threads, say
         )
-        variants[v.name] = {
-            "precision": v.precision,
-            "backend": v.backend,
-            "detail": v.detail,
-            "model_file_bytes": model_file_bytes(work / v.name),
-            **latency[v.name],
-            "ratio_to_best_fp32_p50": round(latency[v.name]["p50_ms"] / latency[best_fp32]["p50_ms"], 3),
-            "ratio_to_same_backend_fp32_p50": round(latency[v.name]["p50_ms"] / latency[same_backend]["p50_ms"], 3),
-        }
+        peers.build(args.reuse)
+    names = [v.name for v in VARIANTS]
+    by_seq: Json = {}
+    cpus = os.cpu_count() or 1
+    for seq in args.seqs:
+        loading_start = CpuSnapshot.take()  # the window "load_during_timing" has always had: loading, then rounds
+        runners = latency_runners(work, names, seq, args.threads, peers.runners if peers else None)
+        say(f"timing {len(runners)} variants and peers x {args.rounds} interleaved rounds (batch 1, seq {seq})")
+        rounds_start = CpuSnapshot.take()
+        times = interleaved_latency(runners, args.rounds, warmup=3)
+        end = CpuSnapshot.take()
+        del runners  # free this seq's sessions and compiled peers before the next
+        latency = {name: summarize(ms) for name, ms in times.items()}
+        section = seq_section(
+            work, latency, load_between(loading_start, end, cpus), peers.report() if peers else None, seq
+        )
+        section["load_during_rounds"] = load_between(rounds_start, end, cpus)  # the timed rounds alone
+        by_seq[str(seq)] = section
+    primary = by_seq[str(args.seq)]
+    best_fp32 = primary["best_fp32"]
     default_int8 = int8_name(DEFAULT_BACKEND, DEFAULT_MODE)
     result: Json = {
         "started_at": started_at,
@@ -341,18 +498,23 @@ def run(args: argparse.Namespace) -> Json:
             "hf_folder": str(hf_folder),
             "batch": 1,
             "seq": args.seq,
+            "seqs": list(args.seqs),
             "threads": args.threads,
             "rounds": args.rounds,
             "calibration_batches": args.calibration_batches,
-            "method": "Predictor.predict_batch on one full-length feature; all variants loaded at once and "
-            "interleaved, starting variant rotated every round",
+            "method": "Predictor.predict_batch on one full-length feature; all variants (and the peers, on the same "
+            "feature as batch-1 model inputs) loaded at once and interleaved, starting variant rotated every round",
         },
-        "variants": variants,
+        # The longest seq's rows (what "seq" names), as before --seqs; every seq's are in "latency_by_seq".
+        "variants": primary["variants"],
+        "latency_by_seq": by_seq,
         "build_seconds": build_seconds,
         "best_fp32": best_fp32,
         "default_int8": default_int8,
-        "load_during_timing": timing_load,
+        "load_during_timing": primary["load_during_timing"],
     }
+    if peers is not None:
+        result["peers_int8"] = peers.report()
     if not args.skip_runtime_checks:
         say("checking the ONNX Runtime serving choices: layer-norm kernels, spin-wait, denormal flushing")
         hidden = int(json.loads((hf_folder / "config.json").read_text()).get("hidden_size", 768))
@@ -384,7 +546,7 @@ def run(args: argparse.Namespace) -> Json:
     result["fastest_int8_at_equal_accuracy"] = fastest_at_equal_accuracy(result)
     default_int8 = chosen_default_variant(result)
     result["default_int8"] = default_int8
-    result["checks"] = checks(result, best_fp32, default_int8)
+    result["checks"] = {**checks(result, best_fp32, default_int8), **peer_checks(result)}
     result["load_whole_run"] = load_between(before, CpuSnapshot.take(), os.cpu_count() or 1)
     result["notes"] = notes(result)
     return result
@@ -406,6 +568,13 @@ def notes(result: Json) -> list[str]:
             "with torch kernels capped at AVX2 (ATen/oneDNN/MKL/FBGEMM env switches), TorchScript INT8/FP32 "
             f"P50 was {ratios}: expect ratios near that on AVX2-only CPUs; ONNX Runtime has no such switch."
         )
+    peers = result.get("peers_int8", {}).get("peers", {})
+    for name, peer in peers.items():
+        if "error" in peer:
+            out.append(f"INT8 peer {name} has no timing: {peer['error']}")
+    chosen = chosen_int8_variant(result)
+    if peers and chosen != result["default_int8"]:
+        out.append(f"Sagebox's INT8 on this CPU is {chosen} (marked for its flags), not {result['default_int8']}.")
     accuracy_rows = result.get("accuracy_minilm", {}).get("variants", {})
     failed = [name for name, row in accuracy_rows.items() if not row["gate_passed"]]
     if failed:
@@ -482,23 +651,11 @@ def print_tables(result: Json) -> None:
     from sagebox.cli.common import console as make_console
 
     console = make_console()
-    setup = result["setup"]
-    table = Table(
-        title=f"{setup['model']}, batch 1, seq {setup['seq']}, {setup['threads']} threads, "
-        f"{setup['rounds']} interleaved rounds"
-    )
-    for column in ("variant", "P50 ms", "P90 ms", "/best FP32", "/same-backend FP32", "model MB"):
-        table.add_column(column, justify="left" if column == "variant" else "right")
-    for name, row in result["variants"].items():
-        table.add_row(
-            name,
-            f"{row['p50_ms']:.1f}",
-            f"{row['p90_ms']:.1f}",
-            f"{row['ratio_to_best_fp32_p50']:.3f}",
-            f"{row['ratio_to_same_backend_fp32_p50']:.3f}",
-            f"{row['model_file_bytes'] / 1e6:.1f}",
-        )
-    console.print(table)
+    for seq in sorted(result.get("latency_by_seq", {}), key=int):
+        console.print(latency_table(result, seq))
+    peers_report = result.get("peers_int8")
+    if peers_report:
+        console.print(peers_table(peers_report))
     accuracy_section = result.get("accuracy_minilm")
     if accuracy_section:
         acc = Table(title="MiniLM demo model, held-out dev split (through sagebox quantize)")
@@ -521,6 +678,10 @@ def print_tables(result: Json) -> None:
         summary.add_column(column)
     for name, row in result["checks"].items():
         verdict = "[green]pass[/green]" if row["passed"] else "[red]FAIL[/red]"
+        if "peer" in row:
+            name = f"{name} ({row['sagebox']} / {row['peer']})"
+        elif "int8" in row and "fp32" in row:
+            name = f"{name} ({row['int8']} / {row['fp32']})"
         summary.add_row(name, str(row["value"]), row["target"], verdict)
     console.print(summary)
     machine, load = result["machine"], result["load_during_timing"]
@@ -541,6 +702,59 @@ def print_tables(result: Json) -> None:
         )
     for line in result.get("notes", [])[2:]:
         console.print(f"note: {line}")
+
+
+def latency_table(result: Json, seq: str) -> Any:
+    """One seq: Sagebox's variants, then the peers, with P50/P90 and the ratio to Sagebox's fastest FP32."""
+    from rich.table import Table
+
+    setup, section = result["setup"], result["latency_by_seq"][seq]
+    chosen = chosen_int8_variant(result)
+    table = Table(
+        title=f"{setup['model']}, batch 1, seq {seq}, {setup['threads']} threads, {setup['rounds']} interleaved "
+        f"rounds (fastest Sagebox FP32: {section['best_fp32']}; * Sagebox's chosen INT8)"
+    )
+    for column in ("variant", "by", "P50 ms", "P90 ms", "/best FP32", "/same-backend FP32", "model MB"):
+        table.add_column(column, justify="left" if column in {"variant", "by"} else "right")
+    for name, row in section["variants"].items():
+        table.add_row(
+            f"{name} *" if name == chosen else name,
+            "sagebox",
+            f"{row['p50_ms']:.1f}",
+            f"{row['p90_ms']:.1f}",
+            f"{row['ratio_to_best_fp32_p50']:.3f}",
+            f"{row['ratio_to_same_backend_fp32_p50']:.3f}",
+            f"{row['model_file_bytes'] / 1e6:.1f}",
+        )
+    for name, row in section.get("peers", {}).items():
+        if "p50_ms" not in row:
+            table.add_row(name, "peer", "-", "-", "-", "-", "-")
+            continue
+        size = row.get("model_file_bytes")
+        table.add_row(
+            name,
+            "peer",
+            f"{row['p50_ms']:.1f}",
+            f"{row['p90_ms']:.1f}",
+            f"{row['ratio_to_best_fp32_p50']:.3f}",
+            "",
+            f"{size / 1e6:.1f}" if size else "",
+        )
+    return table
+
+
+def peers_table(report: Json) -> Any:
+    """Each peer's build and compile seconds (build: blank when reused), or why it failed."""
+    from rich.table import Table
+
+    table = Table(title=f"INT8 peers: build and compile seconds ({report['calibration_batches']} calibration batches)")
+    for column in ("peer", "precision", "build s", "compile s", "note"):
+        table.add_column(column, justify="right" if column.endswith(" s") else "left")
+    for name, row in report["peers"].items():
+        build = "reused" if row["reused"] else "" if row["build_seconds"] is None else f"{row['build_seconds']:.1f}"
+        compiled = ", ".join(f"{k}: {v:.1f}" for k, v in row["compile_seconds"].items())
+        table.add_row(name, row["precision"], build, compiled, row.get("error", ""))
+    return table
 
 
 def print_embeddings(result: Json) -> None:
@@ -616,7 +830,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-dir", type=Path, help="demo model cache (default $SAGEBOX_CACHE_DIR or ~/.cache/sagebox)")
     p.add_argument("--model-folder", type=Path, help="speed model HF folder (default: the BERT-base dims demo)")
     p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--seq", type=int, default=384)
+    p.add_argument(
+        "--seqs",
+        type=parse_seqs,
+        help=f"sequence lengths to time, comma-separated (default {','.join(map(str, DEFAULT_SEQS))})",
+    )
+    p.add_argument("--seq", type=int, help="time one sequence length only (the same as --seqs N)")
     p.add_argument("--threads", type=int, default=available_cpus())
     p.add_argument("--calibration-batches", type=int, default=100)
     p.add_argument("--reuse", action="store_true", help="reuse verified artifacts left in --work-dir")
@@ -634,8 +853,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-package", dest="package", action="store_false", help="skip the model.tar.gz sizes")
     p.add_argument("--no-avx2-emulation", dest="avx2_emulation", action="store_false")
     p.add_argument("--skip-runtime-checks", action="store_true", help="no layer-norm / spin / denormal section")
+    p.add_argument(
+        "--skip-peers",
+        action="store_true",
+        help="no OpenVINO / PyTorch 2 export INT8 peers (sagebox/bench/peers_int8.py)",
+    )
     p.add_argument("--child-latency", nargs=2, metavar=("WORK", "NAMES"), help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.seq is not None and args.seqs is not None:
+        p.error("give --seq or --seqs, not both")
+    args.seqs = [args.seq] if args.seq is not None else args.seqs or list(DEFAULT_SEQS)
+    args.seq = max(args.seqs)  # the seq of the top-level "variants" rows, the AVX2 emulation and the child
+    return args
+
+
+def parse_seqs(text: str) -> list[int]:
+    """ "128,384" -> [128, 384]: positive, sorted, each once."""
+    try:
+        seqs = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not seqs or seqs[0] < 1:
+        raise argparse.ArgumentTypeError(f"sequence lengths must be positive integers: {text!r}")
+    return seqs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
