@@ -50,11 +50,14 @@ class PredictorOptions:
     runtime_pin: str = "auto"
     cpu_kind: str | None = None
     static_shapes_mb: int | None = None
+    background_compile: bool = False
 
     @property
     def runtime(self) -> RuntimeOptions:
         """What the handler gets: how it may use the CPUs."""
-        return RuntimeOptions(self.threads, self.spin_wait, self.flush_denormals, self.static_shapes_mb)
+        return RuntimeOptions(
+            self.threads, self.spin_wait, self.flush_denormals, self.static_shapes_mb, self.background_compile
+        )
 
 
 @dataclass(frozen=True)

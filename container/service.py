@@ -218,6 +218,7 @@ class InferenceService:
             runtime_pin=s.runtime_pin,
             cpu_kind=s.cpu_kind,
             static_shapes_mb=s.static_shapes_mb,
+            background_compile=True,  # ready sooner: runtimes' per-shape graphs follow while it serves
         )
         return Predictor.load(s.model_dir, options, on_call=on_call)
 

@@ -34,6 +34,8 @@ class RuntimeOptions:
     flush_denormals: bool = True
     # Memory a runtime may spend on graphs compiled per sequence bucket (OpenVINO's static shapes); None: its default.
     static_shapes_mb: int | None = None
+    # Compile such graphs after the model is ready, serving on its general graph meanwhile (a server); False: at load.
+    background_compile: bool = False
 
 
 class Handler(Protocol):

@@ -6,13 +6,17 @@ memory on every call of a dynamic graph, a near-constant cost that a static grap
 on an Intel Xeon (Ice Lake, AVX-512 VNNI, 2 threads), BERT-base dims NNCF INT8, P50 of one round-robin run: 37.98
 (static) against 42.35 ms (dynamic) at 128 tokens, 142.0 against 143.4 at 384; the demo's MiniLM, whose calls are a
 few milliseconds, loses relatively more. The price: each compiled graph holds its own repacked weights (~2x the
-IR's .bin: 215 MB per BERT-base INT8 graph) and ~1.3 s of compile at load. So small buckets come first (where the
-fixed cost weighs most), within SAGEBOX_STATIC_SHAPES_MB (default: an eighth of the memory the container may use).
+IR's .bin: 215 MB per BERT-base INT8 graph) and compile time (1.3 s each for BERT-base, 0.55 s for the demo MiniLM,
+whose static graphs were 13-21 % faster than the dynamic one at 64-384 tokens). So small buckets come first (where
+the fixed cost weighs most), within SAGEBOX_STATIC_SHAPES_MB (default: an eighth of the memory the container may
+use); a server compiles them in the background after it is ready (RuntimeOptions.background_compile), offline
+evaluation and benchmarks before the first call.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -59,6 +63,7 @@ class OpenVinoHandler:
         self._dynamic: Any = None  # ov.InferRequest
         self._static: dict[int, Any] = {}  # bucket -> ov.InferRequest of a [1, bucket] graph
         self._input_names: list[str] = []
+        self._compiler: threading.Thread | None = None
 
     def load(self, model_dir: Path, manifest: Manifest, runtime: RuntimeOptions) -> None:
         core = ov.Core()
@@ -68,29 +73,53 @@ class OpenVinoHandler:
             model = core.read_model(str(path))
             self._input_names = [port.get_any_name() for port in model.inputs]
             self._dynamic = core.compile_model(model, "CPU", config).create_infer_request()
-            budget = (
-                runtime.static_shapes_mb << 20
-                if runtime.static_shapes_mb is not None
-                else int(memory_bytes() * DEFAULT_STATIC_SHARE)
-            )
-            weights = path.with_suffix(".bin")
-            size = weights.stat().st_size if weights.is_file() else path.stat().st_size
             # The dynamic graph takes every batch above one: its first call (the largest bucket) runs here.
-            longest = manifest.sequence_buckets[-1]
-            self._dynamic.infer({name: _filler(name, longest) for name in self._input_names})
-            for bucket in static_buckets(manifest.sequence_buckets, size, budget):
+            self._dynamic.infer(self._fillers(manifest.sequence_buckets[-1]))
+        except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+            raise HandlerError(f"OpenVINO cannot load {manifest.model_file}: {_first_line(exc)}") from None
+        budget = (
+            runtime.static_shapes_mb << 20
+            if runtime.static_shapes_mb is not None
+            else int(memory_bytes() * DEFAULT_STATIC_SHARE)
+        )
+        weights = path.with_suffix(".bin")
+        size = weights.stat().st_size if weights.is_file() else path.stat().st_size
+        planned = static_buckets(manifest.sequence_buckets, size, budget)
+        log.info(
+            "openvino: one dynamic graph; static batch-1 graphs for buckets %s (budget %d MB)%s",
+            planned,
+            budget >> 20,
+            ", compiled in the background" if runtime.background_compile and planned else "",
+        )
+        if runtime.background_compile and planned:
+            # Ready on the dynamic graph at once (~0.5 s of compile for the demo MiniLM instead of ~4.4 s for nine
+            # graphs); each static graph replaces it for its bucket once compiled and called once.
+            self._compiler = threading.Thread(
+                target=self._compile_static, args=(core, model, config, planned), name="openvino-static", daemon=True
+            )
+            self._compiler.start()
+        else:
+            self._compile_static(core, model, config, planned)
+
+    def _compile_static(self, core: Any, model: Any, config: dict[str, Any], buckets: Sequence[int]) -> None:
+        for bucket in buckets:
+            try:
                 shaped = model.clone()
                 shaped.reshape({name: ov.PartialShape([1, bucket]) for name in self._input_names})
-                self._static[bucket] = core.compile_model(shaped, "CPU", config).create_infer_request()
-        except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-            raise HandlerError(
-                f"OpenVINO cannot load {manifest.model_file}: {str(exc).strip().splitlines()[0]}"
-            ) from None
-        log.info(
-            "openvino: one dynamic graph, static batch-1 graphs for buckets %s (budget %d MB)",
-            sorted(self._static),
-            budget >> 20,
-        )
+                request = core.compile_model(shaped, "CPU", config).create_infer_request()
+                request.infer(self._fillers(bucket))  # its slow first call, before any request sees it
+            except Exception as exc:  # the dynamic graph keeps serving this bucket
+                log.warning("openvino: no static graph for bucket %d: %s", bucket, _first_line(exc))
+                continue
+            self._static[bucket] = request  # one dict store: the inference thread sees it whole or not at all
+
+    def wait_for_static_graphs(self, timeout: float | None = None) -> None:
+        """Until the background compile (if any) is done: benchmarks time the graphs a settled server uses."""
+        if self._compiler is not None:
+            self._compiler.join(timeout)
+
+    def _fillers(self, length: int) -> dict[str, np.ndarray]:
+        return {name: _filler(name, length) for name in self._input_names}
 
     @property
     def static_shapes(self) -> list[int]:
@@ -113,3 +142,8 @@ class OpenVinoHandler:
 def _filler(name: str, length: int) -> np.ndarray:
     """A warm-up input: every token attended to, ids and segments zero."""
     return np.ones((1, length), np.int64) if name == "attention_mask" else np.zeros((1, length), np.int64)
+
+
+def _first_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from container.handlers import HandlerError
+from container.handlers.openvino import OpenVinoHandler
 from container.manifest import load_verified
 from container.predictor import Predictor, PredictorOptions
 from sagebox.pipeline.quantize.choose import Timing, kinds_for
@@ -99,3 +100,24 @@ def test_the_build_machine_measurement_overrides_the_table_for_its_own_kind() ->
     kinds, reason = kinds_for("openvino", "onnxruntime", faster)
     assert "avx2" in kinds and reason.startswith("avx2: measured on the build machine")
     assert kinds_for("openvino", "onnxruntime", None)[0] == ["amx", "avx512_vnni"]
+
+
+def test_a_server_is_ready_on_the_dynamic_graph_and_static_graphs_follow(
+    merged: tuple[Path, dict[str, object]],
+) -> None:
+    out, _ = merged
+    at_load = Predictor.load(out / "int8", PredictorOptions(runtime_pin="openvino"))
+    served = Predictor.load(out / "int8", PredictorOptions(runtime_pin="openvino", background_compile=True))
+    handler = served.handler
+    assert isinstance(handler, OpenVinoHandler) and isinstance(at_load.handler, OpenVinoHandler)
+    assert at_load.handler.static_shapes == at_load.task.buckets  # the tiny model fits every bucket's graph
+    feature = served.task.filler_feature(served.task.buckets[0])
+    early = served.predict_batch([feature])  # answered whichever graph serves it now
+    handler.wait_for_static_graphs(timeout=120)
+    assert handler.static_shapes == at_load.handler.static_shapes
+    late, reference = served.predict_batch([feature]), at_load.predict_batch([feature])
+    for a, b, c in zip(early, late, reference, strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(b, c, rtol=1e-5, atol=1e-5)
+    none = Predictor.load(out / "int8", PredictorOptions(runtime_pin="openvino", static_shapes_mb=0))
+    assert isinstance(none.handler, OpenVinoHandler) and none.handler.static_shapes == []
