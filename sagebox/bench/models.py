@@ -605,14 +605,15 @@ def fastest_at_equal_accuracy(result: Json) -> str | None:
 
 def checks(result: Json, best_fp32: str, default_int8: str) -> Json:
     rows = result["variants"]
-    latency_ratio = rows[default_int8]["p50_ms"] / rows[best_fp32]["p50_ms"]
+    chosen = chosen_int8_variant(result)  # the build a server on this CPU loads
+    latency_ratio = rows[chosen]["p50_ms"] / rows[best_fp32]["p50_ms"]
     size_ratio = rows[default_int8]["model_file_bytes"] / rows[best_fp32]["model_file_bytes"]
     out: Json = {
         "int8_p50_over_fp32_p50": {
             "value": round(latency_ratio, 3),
             "target": f"<= {TARGET_LATENCY_RATIO}",
             "passed": latency_ratio <= TARGET_LATENCY_RATIO,
-            "int8": default_int8,
+            "int8": chosen,
             "fp32": best_fp32,
         },
         "int8_size_over_fp32_size": {
