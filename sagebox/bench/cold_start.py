@@ -1,15 +1,16 @@
 """Cold start: `python -m container serve` until `/ping` answers 200, beside its floor, measured in one run.
 
 The floor is a fresh interpreter that imports the model's runtime and creates its inference session, nothing else
-(ONNX Runtime: `InferenceSession`; TorchScript: `torch.jit.load`): what no server of this model can start faster
-than. Starts alternate with floors (the order swapped every round), so both see the same machine. Each server start
-is broken down from its own log: the interpreter and the server code's imports, the HTTP server's start, and the
-model load's parts (manifest and sha256 checks, runtime and session, tokenizer, warm-up; container/predictor.py's
-LoadTimes).
+(ONNX Runtime: `InferenceSession`; TorchScript: `torch.jit.load`; OpenVINO: its dynamic graph compiled): what no
+server of this model can start faster than. Starts alternate with floors (the order swapped every round), so both
+see the same machine. Each server start is broken down from its own log: the interpreter and the server code's
+imports, the HTTP server's start, and the model load's parts (manifest and sha256 checks, runtime and session,
+tokenizer, warm-up; container/predictor.py's LoadTimes).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
@@ -20,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from container.cpu_kind import detect
 from container.manifest import load_verified
 from sagebox.local_server import LocalServer
 
@@ -30,6 +32,12 @@ FLOOR_SCRIPTS = {
         "ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider'])\n"
     ),
     "torchscript": "import sys, torch\ntorch.set_num_threads(int(sys.argv[2]))\ntorch.jit.load(sys.argv[1])\n",
+    # The one dynamic graph a server needs before it is ready (its static graphs follow in the background).
+    "openvino": (
+        "import sys, openvino as ov\n"
+        "core = ov.Core()\n"
+        "core.compile_model(core.read_model(sys.argv[1]), 'CPU', {'INFERENCE_NUM_THREADS': int(sys.argv[2])})\n"
+    ),
 }
 _IMPORTED = re.compile(r"server code imported ([\d.]+)s after the process started")
 _READY = re.compile(
@@ -42,7 +50,8 @@ POLL_S = 0.01
 def floor_seconds(model_dir: Path, threads: int) -> float | None:
     """One fresh interpreter importing the runtime and creating the session; None for a runtime without a floor
     script (a Neuron model's graphs load on NeuronCores)."""
-    manifest = load_verified(model_dir)
+    # The build a server on this CPU loads (container/cpu_kind.py), not only the directory's fallback.
+    manifest, _ = load_verified(model_dir).for_cpu(detect(os.environ))
     script = FLOOR_SCRIPTS.get(manifest.runtime)
     if script is None:
         return None

@@ -3,6 +3,7 @@ server loading the build for its CPU kind (forced with SAGEBOX_CPU_KIND), the fa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ def merged(
         out,
         self_consistent_json,
         max_f1_drop=TINY_MODEL_MAX_F1_DROP,
-        alternatives=alternatives_for(QuantizeOptions()),
+        # 16 calibration batches are plenty for the tiny model (the default, 100, for real ones).
+        alternatives=tuple(dataclasses.replace(o, calibration_batches=16) for o in alternatives_for(QuantizeOptions())),
     )
     outcome = run_quantize(request)
     assert outcome.gate.passed
