@@ -9,13 +9,14 @@ few milliseconds, loses relatively more. The price: each compiled graph holds it
 IR's .bin: 215 MB per BERT-base INT8 graph) and compile time (1.3 s each for BERT-base, 0.55 s for the demo MiniLM,
 whose static graphs were 13-21 % faster than the dynamic one at 64-384 tokens). So small buckets come first (where
 the fixed cost weighs most), within SAGEBOX_STATIC_SHAPES_MB (default: an eighth of the memory the container may
-use); a server compiles them in the background after it is ready (RuntimeOptions.background_compile), offline
-evaluation and benchmarks before the first call.
+use). A server (RuntimeOptions.background_compile) is ready on the dynamic graph and compiles a bucket's static graph
+in the background once requests of that length arrive; offline evaluation and benchmarks compile them all at load.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,6 +65,10 @@ class OpenVinoHandler:
         self._static: dict[int, Any] = {}  # bucket -> ov.InferRequest of a [1, bucket] graph
         self._input_names: list[str] = []
         self._compiler: threading.Thread | None = None
+        self._queue: queue.Queue[int] = queue.Queue()
+        self._lazy: set[int] = set()  # buckets whose static graph a request will ask for
+        self._seen: set[int] = set()
+        self._build: tuple[Any, Any, dict[str, Any]] = (None, None, {})
 
     def load(self, model_dir: Path, manifest: Manifest, runtime: RuntimeOptions) -> None:
         core = ov.Core()
@@ -89,34 +94,49 @@ class OpenVinoHandler:
             "openvino: one dynamic graph; static batch-1 graphs for buckets %s (budget %d MB)%s",
             planned,
             budget >> 20,
-            ", compiled in the background" if runtime.background_compile and planned else "",
+            ", each compiled in the background once a request needs it" if runtime.background_compile else "",
         )
-        if runtime.background_compile and planned:
+        self._build = (core, model, config)
+        if runtime.background_compile:
             # Ready on the dynamic graph at once (~0.5 s of compile for the demo MiniLM instead of ~4.4 s for nine
-            # graphs); each static graph replaces it for its bucket once compiled and called once.
-            self._compiler = threading.Thread(
-                target=self._compile_static, args=(core, model, config, planned), name="openvino-static", daemon=True
-            )
-            self._compiler.start()
+            # graphs), and a bucket's static graph is compiled only once a request of that length arrives: a server
+            # whose traffic uses two buckets spends two compiles, not eight (the box starts many serving processes).
+            self._lazy = set(planned)
         else:
-            self._compile_static(core, model, config, planned)
+            for bucket in planned:
+                self._compile_static(bucket)
 
-    def _compile_static(self, core: Any, model: Any, config: dict[str, Any], buckets: Sequence[int]) -> None:
-        for bucket in buckets:
+    def _compile_static(self, bucket: int) -> None:
+        core, model, config = self._build
+        try:
+            shaped = model.clone()
+            shaped.reshape({name: ov.PartialShape([1, bucket]) for name in self._input_names})
+            request = core.compile_model(shaped, "CPU", config).create_infer_request()
+            request.infer(self._fillers(bucket))  # its slow first call, before any request sees it
+        except Exception as exc:  # the dynamic graph keeps serving this bucket
+            log.warning("openvino: no static graph for bucket %d: %s", bucket, _first_line(exc))
+            return
+        self._static[bucket] = request  # one dict store: the inference thread sees it whole or not at all
+
+    def _compile_in_background(self) -> None:
+        while True:
+            bucket = self._queue.get()
             try:
-                shaped = model.clone()
-                shaped.reshape({name: ov.PartialShape([1, bucket]) for name in self._input_names})
-                request = core.compile_model(shaped, "CPU", config).create_infer_request()
-                request.infer(self._fillers(bucket))  # its slow first call, before any request sees it
-            except Exception as exc:  # the dynamic graph keeps serving this bucket
-                log.warning("openvino: no static graph for bucket %d: %s", bucket, _first_line(exc))
-                continue
-            self._static[bucket] = request  # one dict store: the inference thread sees it whole or not at all
+                self._compile_static(bucket)
+            finally:
+                self._queue.task_done()
 
-    def wait_for_static_graphs(self, timeout: float | None = None) -> None:
-        """Until the background compile (if any) is done: benchmarks time the graphs a settled server uses."""
-        if self._compiler is not None:
-            self._compiler.join(timeout)
+    def _ask_for(self, bucket: int) -> None:
+        """On the inference thread: queue the bucket's static graph (once), starting the compiling thread."""
+        self._lazy.discard(bucket)
+        if self._compiler is None:
+            self._compiler = threading.Thread(target=self._compile_in_background, name="openvino-static", daemon=True)
+            self._compiler.start()
+        self._queue.put(bucket)
+
+    def wait_for_static_graphs(self) -> None:
+        """Until every static graph asked for so far is compiled (benchmarks and tests time settled graphs)."""
+        self._queue.join()
 
     def _fillers(self, length: int) -> dict[str, np.ndarray]:
         return {name: _filler(name, length) for name in self._input_names}
@@ -134,6 +154,11 @@ class OpenVinoHandler:
         if self._dynamic is None:
             raise HandlerError("predict() called before load()")
         batch, seq = inputs["input_ids"].shape
+        if batch == 1 and seq in self._lazy:
+            # The second call of a length asks (the first may be the load's warm-up, which serves no one).
+            if seq in self._seen:
+                self._ask_for(seq)
+            self._seen.add(seq)
         request = self._static.get(seq, self._dynamic) if batch == 1 else self._dynamic
         results = request.infer({name: inputs[name] for name in self._input_names})
         return tuple(np.asarray(results[port], dtype=np.float32) for port in request.model_outputs)
