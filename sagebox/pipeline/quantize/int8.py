@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from container.handlers.base import ModelInputs
-from container.manifest import Manifest, load_verified
+from container.manifest import Manifest, Runtime, load_verified
 from sagebox.errors import SageboxError
 from sagebox.pipeline.export import graph as export
 from sagebox.pipeline.export.artifact import staged_dir, task_fields, write_manifest
@@ -235,19 +235,7 @@ def build_int8(
             quantized = quantize_torch_module(hf_module(), options, calibration)
             with _quiet():
                 export.to_torchscript(quantized, staging / fp32.model_file)
-        shutil.copyfile(fp32_dir / fp32.tokenizer.file, staging / fp32.tokenizer.file)
-        manifest = write_manifest(
-            staging,
-            variant="int8",
-            runtime=fp32.runtime,
-            model_file=fp32.model_file,
-            buckets=fp32.sequence_buckets,
-            max_length=fp32.tokenizer.max_length,
-            source=fp32.source,
-            quantization=options.spec(len(calibration)),
-            tokenizer_file=fp32.tokenizer.file,
-            **task_fields(fp32),
-        )
+        manifest = _finish_int8(staging, fp32, fp32_dir, fp32.runtime, fp32.model_file, options, len(calibration))
     return manifest
 
 
@@ -269,17 +257,30 @@ def _build_openvino(
     with staged_dir(out_dir) as staging:
         task_module = module or load_task_module(detect_task(hf_folder, fp32.task))
         quantize_openvino(task_module, staging / OPENVINO_MODEL_FILE, options, calibration)
-        shutil.copyfile(fp32_dir / fp32.tokenizer.file, staging / fp32.tokenizer.file)
-        manifest = write_manifest(
-            staging,
-            variant="int8",
-            runtime="openvino",
-            model_file=OPENVINO_MODEL_FILE,
-            buckets=fp32.sequence_buckets,
-            max_length=fp32.tokenizer.max_length,
-            source=fp32.source,
-            quantization=options.spec(len(calibration)),
-            tokenizer_file=fp32.tokenizer.file,
-            **task_fields(fp32),
-        )
+        manifest = _finish_int8(staging, fp32, fp32_dir, "openvino", OPENVINO_MODEL_FILE, options, len(calibration))
     return manifest
+
+
+def _finish_int8(
+    staging: Path,
+    fp32: Manifest,
+    fp32_dir: Path,
+    runtime: Runtime,
+    model_file: str,
+    options: QuantizeOptions,
+    calibration_batches: int,
+) -> Manifest:
+    """The FP32 model's tokenizer beside the INT8 model file, and the manifest that vouches for both."""
+    shutil.copyfile(fp32_dir / fp32.tokenizer.file, staging / fp32.tokenizer.file)
+    return write_manifest(
+        staging,
+        variant="int8",
+        runtime=runtime,
+        model_file=model_file,
+        buckets=fp32.sequence_buckets,
+        max_length=fp32.tokenizer.max_length,
+        source=fp32.source,
+        quantization=options.spec(calibration_batches),
+        tokenizer_file=fp32.tokenizer.file,
+        **task_fields(fp32),
+    )
