@@ -57,3 +57,27 @@ def test_make_linear_names_its_kinds() -> None:
     assert isinstance(make_linear(weight, None, "int8"), Int8Linear)
     with pytest.raises(ValueError, match="unknown linear kind 'int4'"):
         make_linear(weight, None, "int4")
+
+
+@pytest.mark.parametrize(
+    ("flags", "reduced"),
+    [
+        (["avx2", "fma"], True),  # vpmaddubsw: pairs of products saturate an int16
+        (["avx2", "avx512f", "avx512bw"], True),  # AVX-512 without VNNI: the same instruction, wider
+        (["avx2", "avx512f", "avx512bw", "avx512_vnni"], False),  # vpdpbusd sums into int32
+        (["avx512_vnni", "amx_tile", "amx_int8"], False),
+    ],
+)
+def test_activations_take_seven_bits_where_the_cpu_has_no_vnni(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], reduced: bool
+) -> None:
+    from container.generation import linear
+
+    monkeypatch.setattr(linear, "cpu_flags", lambda: flags)
+    monkeypatch.setenv("SAGEBOX_CPU_KIND", "avx512_vnni")  # a forced kind does not change the instructions that run
+    linear.activations_need_reduced_range.cache_clear()
+    try:
+        assert linear.activations_need_reduced_range() is reduced
+        assert Int8Linear(_inputs(10, 8, 16), None).reduce_range is reduced
+    finally:
+        linear.activations_need_reduced_range.cache_clear()
