@@ -39,13 +39,17 @@ def test_both_licenses_are_recorded() -> None:
     assert "MIT" in text  # wheel metadata
 
 
+# The demo's recipe cut to 46 steps of 16 (the demo trains 137): the training is most of this test's time, which was
+# the suite's longest (754 s of a clean-clone .ci/run on machine E, 2026-12-07, three workers on two cores). Measured
+# alone there (AMD EPYC, AVX2, fp32 training): 75 steps at 3e-4 took ~95 s and scored F1 35.5; 46 steps 56-59 s,
+# F1 18.4 at 3e-4 and 23.5 at 5e-4 (a random head scores ~5).
 SHORT = DemoRecipe(
-    train_questions=640,
+    train_questions=400,
     dev_questions=120,
-    clause_questions=160,
-    corpus_passes=0.05,
+    clause_questions=100,
+    corpus_passes=0.03,
     corpus_dev_every=80,  # 12 articles: the gate's four evaluations below stay short
-    train=TrainRecipe(epochs=1.0, batch_size=16, learning_rate=3e-4, precision="bf16"),
+    train=TrainRecipe(epochs=1.0, batch_size=16, learning_rate=5e-4, precision="bf16"),
 )
 
 
@@ -88,15 +92,15 @@ def test_short_recipe_trains_caches_and_the_gate_judges_it(tmp_path: Path, monke
     # The corpus' training articles give 5 % of their questions, its dev articles all of theirs; both generators
     # feed the splits too: the relations' questions and the generic clauses' (ids "-c"), in proportion.
     corpus_train, corpus_dev = qa_corpus.split(qa_corpus.load(), SHORT.corpus_dev_every)
-    sampled = round(0.05 * len(qa_corpus.examples(corpus_train)))
-    assert info["training"]["steps"] == -(-(640 + 160 + sampled) // 16)
+    sampled = round(0.03 * len(qa_corpus.examples(corpus_train)))
+    assert info["training"]["steps"] == -(-(400 + 100 + sampled) // 16)
     dev_ids = [ex.id for ex in load_squad(demo.dev_data)]
     assert [ex.id for ex in demo_models.demo_dev_questions(SHORT)] == dev_ids  # the split without the training
     assert sum("-c" in i for i in dev_ids) == 30
     assert len(dev_ids) == 150 + len(qa_corpus.examples(corpus_dev))
     train_ids = [ex.id for ex in load_squad(demo.train_data)]
-    assert sum("-c" in i for i in train_ids) == 160
-    assert len(train_ids) == 800 + sampled
+    assert sum("-c" in i for i in train_ids) == 100
+    assert len(train_ids) == 500 + sampled
     assert not {i.rsplit("-", 1)[0] for i in train_ids} & {a.id for a in corpus_dev}
     assert info["recipe"]["corpus_sha256"] == demo_models.corpus_digest(qa_corpus.load())
 
@@ -109,7 +113,7 @@ def test_short_recipe_trains_caches_and_the_gate_judges_it(tmp_path: Path, monke
     monkeypatch.undo()
 
     healthy = run_quantize(QuantizeRequest(demo.folder, tmp_path / "q", demo.dev_data, max_f1_drop=2.5))
-    assert healthy.fp32.score.f1 > 30  # it learned to answer (a random head scores ~5)
+    assert healthy.fp32.score.f1 > 15  # it learned to answer: a random head scores ~5 (46 steps: 23.5 on machine E)
     assert healthy.gate.passed
     assert healthy.int8_manifest.source.license == info["license"]
 
