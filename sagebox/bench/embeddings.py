@@ -47,6 +47,14 @@ def minilm_embeddings(work: Path, threads: int, rounds: int, say: Callable[[str]
     section: Json = {"gate": outcome.gate.to_dict(), "attempts": list(outcome.attempts)}
     if not outcome.gate.passed:
         return section
+    section["model_call"] = time_model_calls(out, threads, rounds, say)
+    section["sizes_bytes"] = dict(outcome.sizes)
+    section["method"] = "Predictor.predict_batch on one window, FP32 and INT8 loaded at once, interleaved rounds"
+    return section
+
+
+def time_model_calls(out: Path, threads: int, rounds: int, say: Callable[[str], None]) -> Json:
+    """The model call of `out`/fp32 and `out`/int8 (a gated embeddings build) on a query and a sentence, interleaved."""
     predictors = {name: Predictor.load(out / name, PredictorOptions(threads=threads)) for name in ("fp32", "int8")}
     timings: Json = {}
     for label, text in (("query_16_tokens", QUERY), ("sentence", SENTENCE)):
@@ -65,7 +73,4 @@ def minilm_embeddings(work: Path, threads: int, rounds: int, say: Callable[[str]
         }
     for predictor in predictors.values():
         predictor.close()
-    section["model_call"] = timings
-    section["sizes_bytes"] = dict(outcome.sizes)
-    section["method"] = "Predictor.predict_batch on one window, FP32 and INT8 loaded at once, interleaved rounds"
-    return section
+    return timings

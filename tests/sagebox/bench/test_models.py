@@ -12,7 +12,8 @@ from sagebox.bench import models as bench_models
 def test_bench_runs_end_to_end_on_a_tiny_model(tiny_hf_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "models.json"
     common = ["--model-folder", str(tiny_hf_folder), "--work-dir", str(tmp_path / "work"), "--out", str(out)]
-    common += ["--seq", "128", "--skip-accuracy", "--skip-peers"]
+    # --skip-embeddings: tests/sagebox/pipeline/test_minilm_embeddings.py times its own MiniLM build with the same code
+    common += ["--seq", "128", "--skip-accuracy", "--skip-peers", "--skip-embeddings"]
     code = bench_models.main([*common, "--rounds", "3", "--threads", "1", "--calibration-batches", "4"])
     assert code == 0
     result = json.loads(out.read_text())

@@ -46,3 +46,15 @@ def test_minilm_int8_embeddings_pass_the_gate_on_the_retrieval_set(tmp_path: Pat
     served = np.stack([r.values for r in predictor.infer(texts)])
     cosines = (reference * served).sum(axis=1) / np.linalg.norm(reference, axis=1) / np.linalg.norm(served, axis=1)
     assert cosines.min() >= 0.9999
+
+    # The benchmark's embeddings section times this very build (`sagebox bench`, scripts/bench_models.py; the
+    # benchmark's end-to-end test skips the section rather than build the model a second time).
+    from sagebox.bench.embeddings import time_model_calls
+
+    timings = time_model_calls(tmp_path / "minilm", threads=1, rounds=2, say=lambda _: None)
+    assert set(timings) == {"query_16_tokens", "sentence"}
+    assert timings["query_16_tokens"]["tokens"] == 16  # the query is the 16-token request it is named for
+    for row in timings.values():
+        assert row["tokens"] <= row["bucket"]
+        assert {"fp32", "int8"} <= set(row) and all(row[v]["n"] == 2 for v in ("fp32", "int8"))
+        assert row["int8_over_fp32_p50"] == pytest.approx(row["int8"]["p50_ms"] / row["fp32"]["p50_ms"], abs=1e-3)
