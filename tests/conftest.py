@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 # no long file starts last and runs alone at the end. The figures only order the files: a stale one costs time, never
 # a test.
 FILE_SECONDS = {
-    "tests/sagebox/demo/test_models.py": 242,
+    "tests/sagebox/demo/test_models.py": 120,  # 46 training steps since 2026-12-07 (alone on machine E)
     "tests/sagebox/box/test_cdk_deploy.py": 203,
     "tests/sagebox/test_fault_suite.py": 250,
     "tests/sagebox/box/test_real_clients_e2e.py": 129,
@@ -30,9 +30,9 @@ FILE_SECONDS = {
     "tests/container/generation/test_engine.py": 52,
     "tests/sagebox/box/test_generation_endpoint_e2e.py": 40,  # 32, and 8 for its inf2 endpoints (machine E)
     "tests/sagebox/box/test_gateway_streaming.py": 27,
-    "tests/sagebox/box/test_task_endpoints_e2e.py": 112,
+    "tests/sagebox/box/test_task_endpoints_e2e.py": 117,  # 8 endpoints (alone on machine E, 2026-12-07)
     "tests/neuron_emu/parallel/test_heads.py": 90,
-    "tests/sagebox/bench/test_models.py": 75,
+    "tests/sagebox/bench/test_models.py": 40,  # 26 s alone on machine E without the embeddings section
     "tests/sagebox/pipeline/test_minilm_embeddings.py": 72,
     "tests/sagebox/box/test_guardrails_e2e.py": 58,
     "tests/container/test_server.py": 57,
@@ -58,6 +58,20 @@ FILE_SECONDS = {
     "tests/container/handlers/test_neuron.py": 24,
     "tests/neuron_emu/parallel/test_serving.py": 23,
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A worker of `make test` computes on one intra-op thread. Three workers share two cores (Makefile), and an
+    operator split over two threads waits for both: when another process holds the core one of them needs, the whole
+    call stalls. Measured on machine E (AMD EPYC, 2 vCPUs, 2026-12-07), the demo's short training beside one process
+    that kept a core busy: 157 s with two threads, 119 s with one (56 s alone with two). Tests that need another
+    count set it themselves (serving processes, which the tests start, choose their own)."""
+    from tests.run_once import worker_id
+
+    if worker_id() is not None:
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
