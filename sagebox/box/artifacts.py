@@ -54,19 +54,26 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
         neuron=False,
     )
     from sagebox.demo import llm
+    from sagebox.pipeline.gate.accuracy_gate import GateFailed
 
     gguf = llm.smollm2_gguf()
-    build_all(
-        gguf,
-        None,
-        root / "llm",
-        root / "packages" / "llm",
-        threads=available_cpus(),
-        say=lambda line: say(f"llm: {line}"),
-        task="text-generation",
-        source=ModelSource(gguf, name=llm.NAME, license=llm.LICENSE),
-        neuron=False,
-    )
+    try:
+        build_all(
+            gguf,
+            None,
+            root / "llm",
+            root / "packages" / "llm",
+            threads=available_cpus(),
+            say=lambda line: say(f"llm: {line}"),
+            task="text-generation",
+            source=ModelSource(gguf, name=llm.NAME, license=llm.LICENSE),
+            neuron=False,
+        )
+    except GateFailed as refused:
+        # The FP32 package is already written; INT8's numerics depend on the CPU's instructions (no VNNI: 7-bit
+        # weights, container/generation/linear.py), so a CPU where it misses its gate deploys c6i-llm alone, as a
+        # user's `sagebox build` keeps FP32 (exit 3 there, since the user asked for that build).
+        say(f"llm: INT8 not deployed on this CPU ({refused}); c6i-llm serves FP32")
     link_demo_models(root / "packages")
     return qa
 
