@@ -20,11 +20,15 @@ would coarsen every other row's. Rows are therefore scaled to their own largest 
 +1 and -1 (multiplied by zero weights) pin the range to [-1, 1]: each token is quantized by its own range, whatever
 shares the step. One token alone is its own range already and skips the scaling.
 
-Activations get 8 bits only where the CPU has VNNI (AVX-512 VNNI or AMX: `vpdpbusd` sums its uint8 x int8
-products straight into int32). Elsewhere (AVX2, AVX-512 without VNNI) FBGEMM multiplies with `vpmaddubsw`, which
-adds each pair of products into a saturating int16: two products of 255 x 127 overflow it. There the activations take
-7 bits (`reduce_range`, as torch's own FBGEMM qconfig does). Measured on an AMD EPYC with AVX2 only (a 96 x 64 random
-layer, 16 rows): relative error 0.0615 with 8 bits, 0.0136 with 7 (the tests' bound is 0.02).
+Products get 8 x 8 bits only where the CPU has VNNI (AVX-512 VNNI or AMX: `vpdpbusd` sums its uint8 x int8
+products straight into int32). Elsewhere (AVX2, AVX-512 without VNNI) FBGEMM multiplies with `vpmaddubsw`, which adds
+each pair of products into a saturating int16: two products of 255 x 127 overflow it. There the weights take 7 bits
+(63 levels a side: 2 x 255 x 63 fits), as ONNX Runtime's `reduce_range` does, and activations keep their 8 bits (a
+token's range is set by its largest channel, so its other channels need the resolution more). Measured on machine E
+(AMD EPYC, AVX2 only): a random 96 x 64 layer's relative error 0.0615 with 8-bit products, 0.0136 with 7-bit
+activations; the demo LLM's INT8 gate (perplexity ratio to FP32 / greedy agreement): 1.143 / 0.215 with 8 x 8 bits,
+1.111 / 0.148 with 7-bit activations, 1.059 / 0.232 with 7-bit weights (still under the default gate's 1.05 / 0.25:
+there the demo deploys FP32 alone, sagebox/box/artifacts.py).
 
 Both layers are torch modules that TorchScript compiles as they are (container/generation/scripted.py), so there are
 no `from __future__` annotations here: TorchScript reads them as objects.
@@ -64,11 +68,12 @@ class DenseLinear(torch.nn.Module):
         return F.linear(x, self.weight, self.bias)
 
 
-def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric per-row (per output channel) int8: (q [out, in] int8, scale [out] float32), weight ~= q * scale."""
+def quantize_rows(weight: torch.Tensor, levels: int = 127) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric per-row (per output channel) int8: (q [out, in] int8, scale [out] float32), weight ~= q * scale,
+    |q| <= levels (127; 63 for 7-bit weights)."""
     w = weight.float()
-    scale = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0
-    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    scale = w.abs().amax(dim=1).clamp(min=1e-12) / float(levels)
+    q = torch.round(w / scale[:, None]).clamp(-levels, levels).to(torch.int8)
     return q, scale
 
 
@@ -80,7 +85,7 @@ def _require_engine() -> None:
 
 
 @functools.cache
-def activations_need_reduced_range() -> bool:
+def products_saturate() -> bool:
     """True where FBGEMM's INT8 products go through a saturating int16 (no VNNI): the real CPU's flags, never a kind
     forced by SAGEBOX_CPU_KIND, since this is about the instructions that run."""
     return kind_of(cpu_flags()) not in ("avx512_vnni", "amx")
@@ -100,10 +105,12 @@ class Int8Linear(torch.nn.Module):
 
     def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:  # noqa: UP045
         """`weight` [out, in] float: quantized per row here (an INT8 artifact's dequantized weights quantize back to
-        the same integers: each row's largest magnitude is exactly 127 of its scale)."""
+        the same integers: each row's largest magnitude is exactly 127 of its scale; to 63 levels where products
+        would saturate)."""
         super().__init__()
         _require_engine()
-        q, scale = quantize_rows(weight)
+        self.weight_levels = 63 if products_saturate() else 127
+        q, scale = quantize_rows(weight, self.weight_levels)
         out_features, in_features = q.shape
         padded = torch.cat([q, torch.zeros(out_features, 2, dtype=torch.int8)], dim=1)
         self.packed_pinned = _prepack(padded, scale)
@@ -112,15 +119,14 @@ class Int8Linear(torch.nn.Module):
         self.out_features = int(out_features)
         self.in_features = int(in_features)
         self.pins = torch.tensor([[1.0, -1.0]])
-        self.reduce_range = activations_need_reduced_range()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] == 1:
-            y = torch.ops.quantized.linear_dynamic(x, self.packed_single, self.reduce_range)
+            y = torch.ops.quantized.linear_dynamic(x, self.packed_single, False)
         else:
             magnitude = x.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12)
             pinned = torch.cat([x / magnitude, self.pins.expand(x.shape[0], 2)], dim=1)
-            y = torch.ops.quantized.linear_dynamic(pinned, self.packed_pinned, self.reduce_range).mul_(magnitude)
+            y = torch.ops.quantized.linear_dynamic(pinned, self.packed_pinned, False).mul_(magnitude)
         bias = self.bias
         if bias is not None:
             y = y.add_(bias)

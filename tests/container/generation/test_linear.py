@@ -60,24 +60,27 @@ def test_make_linear_names_its_kinds() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flags", "reduced"),
+    ("flags", "levels"),
     [
-        (["avx2", "fma"], True),  # vpmaddubsw: pairs of products saturate an int16
-        (["avx2", "avx512f", "avx512bw"], True),  # AVX-512 without VNNI: the same instruction, wider
-        (["avx2", "avx512f", "avx512bw", "avx512_vnni"], False),  # vpdpbusd sums into int32
-        (["avx512_vnni", "amx_tile", "amx_int8"], False),
+        (["avx2", "fma"], 63),  # vpmaddubsw: pairs of products saturate an int16
+        (["avx2", "avx512f", "avx512bw"], 63),  # AVX-512 without VNNI: the same instruction, wider
+        (["avx2", "avx512f", "avx512bw", "avx512_vnni"], 127),  # vpdpbusd sums into int32
+        (["avx512_vnni", "amx_tile", "amx_int8"], 127),
     ],
 )
-def test_activations_take_seven_bits_where_the_cpu_has_no_vnni(
-    monkeypatch: pytest.MonkeyPatch, flags: list[str], reduced: bool
+def test_weights_take_seven_bits_where_the_cpu_has_no_vnni(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], levels: int
 ) -> None:
     from container.generation import linear
 
     monkeypatch.setattr(linear, "cpu_flags", lambda: flags)
     monkeypatch.setenv("SAGEBOX_CPU_KIND", "avx512_vnni")  # a forced kind does not change the instructions that run
-    linear.activations_need_reduced_range.cache_clear()
+    linear.products_saturate.cache_clear()
     try:
-        assert linear.activations_need_reduced_range() is reduced
-        assert Int8Linear(_inputs(10, 8, 16), None).reduce_range is reduced
+        assert linear.products_saturate() is (levels == 63)
+        layer = Int8Linear(_inputs(10, 8, 16), None)
+        assert layer.weight_levels == levels
+        q, _ = quantize_rows(_inputs(10, 8, 16), levels)
+        assert int(q.abs().amax()) == levels  # every row's largest weight at the top level, none past it
     finally:
-        linear.activations_need_reduced_range.cache_clear()
+        linear.products_saturate.cache_clear()
