@@ -494,6 +494,7 @@ def export_onnx_step(model: Any, path: Path, exporters: Sequence[str] = EXPORTER
         dynamo = exporter == "dynamo"
         try:
             with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
+                options: dict[str, Any]
                 if dynamo:
                     batch, seq, cached = torch.export.Dim("batch"), torch.export.Dim("seq"), torch.export.Dim("past")
                     shapes = {
@@ -501,34 +502,23 @@ def export_onnx_step(model: Any, path: Path, exporters: Sequence[str] = EXPORTER
                         "past_keys": [{0: batch, 2: cached}] * layers,
                         "past_values": [{0: batch, 2: cached}] * layers,
                     }
-                    torch.onnx.export(
-                        module,
-                        (ids, past, [p.clone() for p in past]),
-                        str(path),
-                        input_names=names_in,
-                        output_names=names_out,
-                        dynamic_shapes=shapes,
-                        dynamo=True,
-                        external_data=True,
-                        optimize=True,
-                        verbose=False,
-                    )
+                    options = {"dynamic_shapes": shapes, "external_data": True, "optimize": True, "verbose": False}
                 else:
                     axes: dict[str, dict[int, str]] = {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch"}}
                     for name in names_in[1:]:
                         axes[name] = {0: "batch", 2: "past"}
                     for name in names_out[1:]:
                         axes[name] = {0: "batch", 2: "total"}
-                    torch.onnx.export(
-                        module,
-                        (ids, past, [p.clone() for p in past]),
-                        str(path),
-                        input_names=names_in,
-                        output_names=names_out,
-                        dynamic_axes=axes,
-                        dynamo=False,
-                        opset_version=17,
-                    )
+                    options = {"dynamic_axes": axes, "opset_version": 17}
+                torch.onnx.export(
+                    module,
+                    (ids, past, [p.clone() for p in past]),
+                    str(path),
+                    input_names=names_in,
+                    output_names=names_out,
+                    dynamo=dynamo,
+                    **options,
+                )
             return time.perf_counter() - started, exporter
         except Exception as exc:
             errors.append(f"{exporter} exporter: {one_line(exc)}")
