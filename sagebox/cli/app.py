@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -30,6 +31,12 @@ COMMANDS = (
     "containers",
 )
 
+# Loggers of libraries the CLI's users never call, quieted to errors: accelerate imports torchao (in the venv for the
+# benchmark's INT8 peers) whenever transformers places weights, and torchao's import then warns that its CUDA
+# kernels do not load and torch's pytree that torchao registers enums the old way: lines that opened every
+# `make demo` on a CPU machine and said nothing to its user.
+QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+
 EXIT_USER_ERROR = 1
 EXIT_INTERNAL_ERROR = 70
 
@@ -46,7 +53,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sagebox",
-        description="Put PyTorch QA models on SageMaker endpoints cheaply and safely.",
+        description="Put PyTorch models (encoders and decoder LLMs) on SageMaker endpoints cheaply and safely.",
     )
     parser.add_argument("--version", action="version", version="sagebox 0.1.0")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -57,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(argv)
     return run_command(lambda: args.func(args))
