@@ -49,6 +49,8 @@ PACKAGES = ("*/model.tar.gz", "*/*/model.tar.gz")
 
 Step = Callable[[str], Any]
 Say = Callable[[str], None]
+# A line said with this prefix stays on screen (`sagebox up` prints it), where other lines only show progress.
+WARNING = "warning: "
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sagebox.box.up import DEFAULT_TARGETS, EMBEDDINGS_TARGETS, LLM_TARGETS
+from sagebox.box.up import DEFAULT_TARGETS, EMBEDDINGS_TARGETS, LLM_TARGETS, WARNING
 from sagebox.errors import SageboxError
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @contextlib.contextmanager
 def _steps() -> Iterator[Callable[[str], contextlib.AbstractContextManager[Callable[[str], None]]]]:
+    from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from sagebox.cli.common import console as make_console
@@ -74,6 +75,9 @@ def _steps() -> Iterator[Callable[[str], contextlib.AbstractContextManager[Calla
             task = progress.add_task(title, total=1)
 
             def say(line: str) -> None:
+                if line.startswith(WARNING):  # kept on screen, where a progress line is replaced by the next
+                    progress.console.print(f"[yellow]{escape(line.strip())}")
+                    return
                 progress.update(task, description=f"{title} [dim]- {line.strip()}")
 
             try:
