@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infra.settings import DEMO_MODEL_DIR
+from sagebox.box.say import WARNING
 from sagebox.paths import REPO, cache_dir
 from sagebox.pipeline.build_all import Artifacts
 from sagebox.pipeline.export.servable import BUILD_RECIPE
@@ -73,8 +74,6 @@ def demo_artifacts(say: Callable[[str], None] = lambda _: None) -> Artifacts:
         # The FP32 package is already written; INT8's numerics depend on the CPU's instructions (no VNNI: 7-bit
         # weights, container/generation/linear.py), so a CPU where it misses its gate deploys c6i-llm alone, as a
         # user's `sagebox build` keeps FP32 (exit 3 there, since the user asked for that build).
-        from sagebox.box.up import WARNING
-
         say(f"{WARNING}the demo LLM's INT8 is not deployed on this CPU ({refused}); c6i-llm serves its FP32")
     link_demo_models(root / "packages")
     return qa

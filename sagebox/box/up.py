@@ -24,6 +24,7 @@ from typing import Any
 from sagebox.box import processes
 from sagebox.box.embedded_aws.config import ACCOUNT, REGION, EmbeddedAwsConfig
 from sagebox.box.reconciler import ROUTES_FILE
+from sagebox.box.say import Say
 from sagebox.box.state import BoxState, load_state, save_state
 from sagebox.errors import SageboxError
 from sagebox.local_server import free_port
@@ -48,9 +49,6 @@ TARGET_FILES = (REPO / "infra" / "targets.json", *EXTRA_TARGET_FILES)
 PACKAGES = ("*/model.tar.gz", "*/*/model.tar.gz")
 
 Step = Callable[[str], Any]
-Say = Callable[[str], None]
-# A line said with this prefix stays on screen (`sagebox up` prints it), where other lines only show progress.
-WARNING = "warning: "
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sagebox.box.up import DEFAULT_TARGETS, EMBEDDINGS_TARGETS, LLM_TARGETS, WARNING
+from sagebox.box.say import WARNING
+from sagebox.box.up import DEFAULT_TARGETS, EMBEDDINGS_TARGETS, LLM_TARGETS
 from sagebox.errors import SageboxError
 
 if TYPE_CHECKING:

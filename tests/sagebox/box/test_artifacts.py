@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sagebox.box.artifacts import link_demo_models
-from sagebox.box.up import WARNING
+from sagebox.box.say import WARNING
 
 
 def test_the_link_points_at_the_cached_packages_and_follows_a_new_recipe(tmp_path: Path) -> None:

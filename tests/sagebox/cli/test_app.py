@@ -18,7 +18,7 @@ def test_libraries_users_never_call_log_only_errors(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_warning_said_during_sagebox_up_stays_on_screen(capsys: pytest.CaptureFixture[str]) -> None:
-    from sagebox.box.up import WARNING
+    from sagebox.box.say import WARNING
     from sagebox.cli.box import _steps
 
     with _steps() as step, step("building the demo's models") as say:
