@@ -36,7 +36,8 @@ FLOOR_SCRIPTS = {
     "openvino": (
         "import sys, openvino as ov\n"
         "core = ov.Core()\n"
-        "core.compile_model(core.read_model(sys.argv[1]), 'CPU', {'INFERENCE_NUM_THREADS': int(sys.argv[2])})\n"
+        "core.compile_model(core.read_model(sys.argv[1]), 'CPU', {'INFERENCE_NUM_THREADS': int(sys.argv[2]), "
+        "'INFERENCE_PRECISION_HINT': 'f32'})\n"
     ),
 }
 _IMPORTED = re.compile(r"server code imported ([\d.]+)s after the process started")
