@@ -13,55 +13,58 @@ from tests.run_once import run_once
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Seconds each of the heaviest test files took in a clean-clone `make test PYTEST_ARGS=--durations=0` (machine A,
-# 2026-12-04, three workers; the sum of its tests' setup, call and teardown). `make test` hands whole files to the
-# workers as they free up (pytest-xdist's loadfile: a file's module fixtures are built once), heaviest first, so that
-# no long file starts last and runs alone at the end. The figures only order the files: a stale one costs time, never
-# a test.
+# Seconds each of the heaviest test files took in a cold clean-clone `.ci/run` (machine A, AMD EPYC with AVX-512 VNNI,
+# 2026-12-08: four workers, an empty home, podman and mmdebstrap not installed; the sum of each file's tests' setup,
+# call and teardown). `make test` hands whole files to the workers as they free up (pytest-xdist's loadfile: a file's
+# module fixtures are built once), heaviest first, so that no long file starts last and runs alone at the end. The
+# figures only order the files: a stale one costs time, never a test.
 FILE_SECONDS = {
-    "tests/sagebox/demo/test_models.py": 120,  # 46 training steps since 2026-12-07 (alone on machine E)
-    "tests/sagebox/box/test_cdk_deploy.py": 203,
-    "tests/sagebox/test_fault_suite.py": 250,
-    "tests/sagebox/box/test_real_clients_e2e.py": 129,
-    "tests/sagebox/images/test_image.py": 121,
-    "tests/sagebox/box/test_up_down.py": 117,
-    "tests/sagebox/box/test_box_restart.py": 72,  # two box restarts (machine E, 2026-12-07, one worker)
-    # Text generation's heaviest files (measured alone on machine A, 2026-12-07, one worker).
-    "tests/container/generation/test_engine.py": 52,
-    "tests/sagebox/box/test_generation_endpoint_e2e.py": 40,  # 32, and 8 for its inf2 endpoints (machine E)
-    "tests/sagebox/box/test_gateway_streaming.py": 27,
-    "tests/sagebox/box/test_task_endpoints_e2e.py": 117,  # 8 endpoints (alone on machine E, 2026-12-07)
-    "tests/neuron_emu/parallel/test_heads.py": 90,
-    "tests/sagebox/bench/test_models.py": 40,  # 26 s alone on machine E without the embeddings section
-    "tests/sagebox/pipeline/test_minilm_embeddings.py": 72,
-    "tests/sagebox/box/test_guardrails_e2e.py": 58,
-    "tests/container/test_server.py": 57,
-    "tests/neuron_emu/examples/test_customop_mlp.py": 55,
-    "tests/sagebox/box/test_endpoint_types_e2e.py": 52,
-    "tests/sagebox/pipeline/test_task_builds.py": 50,
-    "tests/neuron_emu/parallel/test_artifact.py": 45,
-    "tests/neuron_emu/test_tracing.py": 41,
-    "tests/infra/test_cli.py": 37,
-    "tests/sagebox/box/test_cfn_guardrails_e2e.py": 36,
-    "tests/neuron_emu/examples/test_customop_mlp_xla.py": 32,
-    "tests/sagebox/cli/test_pipeline_commands.py": 31,
-    "tests/sagebox/bench/test_neuron_emu_ops.py": 31,
+    # The first wave: the cold container chain (podman installed, the base image made by mmdebstrap, the wheelhouse
+    # downloaded, the serving image built: test_image.py's set-up, 333 s of its 348), the training (CPU), and two
+    # files that mostly wait (the fault suite's time-scaled box, the real clients' 30-second waiter polls).
+    "tests/sagebox/images/test_image.py": 348,
+    "tests/sagebox/demo/test_models.py": 339,  # before its broken-recipe half went (tests/sagebox/pipeline)
+    "tests/sagebox/test_fault_suite.py": 205,
+    "tests/sagebox/box/test_real_clients_e2e.py": 181,
+    # 507 s in that run, ~300 of it waiting for test_image.py's build of the image it then finds in the layer cache:
+    # it starts in the second wave, when that build is well under way, instead of holding a worker from the start.
+    "tests/sagebox/box/test_cdk_deploy.py": 170,
+    "tests/sagebox/box/test_task_endpoints_e2e.py": 168,
+    "tests/sagebox/box/test_box_restart.py": 147,
+    "tests/container/test_server.py": 113,
+    "tests/sagebox/box/test_up_down.py": 112,
+    "tests/sagebox/box/test_guardrails_e2e.py": 97,
+    "tests/neuron_emu/examples/test_customop_mlp_xla.py": 91,
+    "tests/neuron_emu/test_tracing.py": 80,
+    "tests/sagebox/bench/test_models.py": 74,
+    "tests/infra/test_cli.py": 61,
+    "tests/neuron_emu/examples/test_customop_mlp.py": 56,
+    "tests/neuron_emu/parallel/test_heads.py": 47,
+    "tests/neuron_emu/parallel/test_numerics.py": 47,
+    "tests/sagebox/pipeline/test_minilm_embeddings.py": 44,
+    "tests/container/handlers/test_neuron_parallel.py": 41,
+    "tests/sagebox/pipeline/quantize/test_choose.py": 37,
+    "tests/sagebox/cli/test_pipeline_commands.py": 36,
+    "tests/sagebox/box/test_endpoint_types_e2e.py": 35,
+    "tests/container/handlers/test_neuron.py": 34,
+    "tests/sagebox/pipeline/compile/test_tensor_parallel.py": 32,
     "tests/sagebox/box/test_autoscaling_e2e.py": 31,
-    "tests/neuron_emu/parallel/test_numerics.py": 30,
-    "tests/container/handlers/test_neuron_parallel.py": 27,
-    "tests/infra/test_cfn_lint.py": 26,
-    "tests/sagebox/pipeline/compile/test_tensor_parallel.py": 25,
-    # Decoders on NeuronCores (measured alone on machine E, 2026-12-07, one worker, pytest start-up included).
     "tests/neuron_emu/llm/test_agreement.py": 28,
-    "tests/container/generation/test_neuron_service.py": 27,
-    "tests/neuron_emu/llm/test_processes.py": 23,
-    "tests/container/handlers/test_neuron.py": 24,
-    "tests/neuron_emu/parallel/test_serving.py": 23,
+    "tests/container/generation/test_neuron_service.py": 25,
+    "tests/neuron_emu/parallel/test_serving.py": 24,
+    "tests/sagebox/pipeline/export/test_generation.py": 23,
+    "tests/sagebox/box/test_cfn_guardrails_e2e.py": 21,
+    "tests/neuron_emu/llm/test_processes.py": 21,
+    "tests/sagebox/pipeline/test_build_all.py": 21,
+    "tests/sagebox/bench/test_serving.py": 21,
+    "tests/sagebox/pipeline/test_task_builds.py": 17,  # its task_builds fixture is built by the task endpoints' file
+    "tests/sagebox/box/test_generation_endpoint_e2e.py": 17,
+    "tests/container/generation/test_engine.py": 9,
 }
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A worker of `make test` computes on one intra-op thread. Three workers share two cores (Makefile), and an
+    """A worker of `make test` computes on one intra-op thread. Four workers share two cores (Makefile), and an
     operator split over two threads waits for both: when another process holds the core one of them needs, the whole
     call stalls. Measured on machine E (AMD EPYC, 2 vCPUs, 2026-12-07), the demo's short training beside one process
     that kept a core busy: 157 s with two threads, 119 s with one (56 s alone with two). Tests that need another

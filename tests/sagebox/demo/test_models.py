@@ -22,9 +22,7 @@ from sagebox.demo.models import (
     minilm_squad,
 )
 from sagebox.pipeline.data.squad import load_squad
-from sagebox.pipeline.quantize.options import QuantizeOptions
 from sagebox.pipeline.quantize_flow import QuantizeRequest, run_quantize
-from tests.sagebox.conftest import make_outlier_head
 
 
 def test_cache_root(tmp_path: Path) -> None:
@@ -84,7 +82,9 @@ def fresh_torch_settings() -> Iterator[None]:
 # slow suites (3 workers on 2 cores); the default 600 s guard would cut it off mid-way.
 @pytest.mark.timeout(1200)
 @pytest.mark.usefixtures("fresh_torch_settings")
-def test_short_recipe_trains_caches_and_the_gate_judges_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_short_recipe_trains_caches_and_its_int8_passes_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     demo = minilm_squad(tmp_path / "cache", SHORT)
     info = json.loads((demo.folder / "sagebox_source.json").read_text())
     assert "MIT" in info["license"] and "apache-2.0" in info["license"]
@@ -116,14 +116,8 @@ def test_short_recipe_trains_caches_and_the_gate_judges_it(tmp_path: Path, monke
     assert healthy.fp32.score.f1 > 15  # it learned to answer: a random head scores ~5 (46 steps: 23.5 on machine E)
     assert healthy.gate.passed
     assert healthy.int8_manifest.source.license == info["license"]
-
-    broken_folder = make_outlier_head(demo.folder, tmp_path / "broken")
-    broken = run_quantize(
-        QuantizeRequest(broken_folder, tmp_path / "qb", demo.dev_data, QuantizeOptions(per_channel=False))
-    )
-    assert not broken.gate.passed
-    assert broken.gate.f1_drop > 10
-    assert not (tmp_path / "qb" / "int8").exists()
+    # A broken INT8 recipe refused by the same gate: tests/sagebox/pipeline/test_quantize_flow.py (per-tensor weights
+    # on an outlier head). Here it built and scored a second MiniLM pair, a quarter of this, the suite's longest test.
 
 
 def test_missing_base_package_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
