@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 # 2026-12-08: four workers, an empty home, podman and mmdebstrap not installed; the sum of each file's tests' setup,
 # call and teardown). `make test` hands whole files to the workers as they free up (pytest-xdist's loadfile: a file's
 # module fixtures are built once), heaviest first, so that no long file starts last and runs alone at the end. The
-# figures only order the files: a stale one costs time, never a test.
+# figures only order the files: a stale one costs time, never a test. Measure them with tests/timing_plugin.py.
 FILE_SECONDS = {
     # The first wave: the cold container chain (podman installed, the base image made by mmdebstrap, the wheelhouse
     # downloaded, the serving image built: test_image.py's set-up, 333 s of its 348), the training (CPU), and two
