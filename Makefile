@@ -23,9 +23,10 @@ PYTEST_ARGS ?=
 # fixtures, such as a box with eighteen endpoints, are built once, where work-stealing split files and built them on
 # several workers), the heaviest files first (tests/conftest.py); what several files need is built once
 # (tests/run_once.py). Most slow tests wait on processes they start (servers, the CDK CLI, podman, AWS clients' 30 s
-# waiter polls), so more workers than cores keep the cores busy: a cold clean-clone run on machine A took 1,039 s of
-# pytest with 3 workers and 1,001 s with 4 (docs/benchmarks.md). TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 4
+# waiter polls), so more workers than cores keep the cores busy. Cold clean-clone runs on machine A: with OpenMP
+# spinning, 1,039 s of pytest on 3 workers and 1,001 s on 4; with OpenMP threads passive (tests/conftest.py), 912 s on
+# 4 and 886 s on 3 (docs/benchmarks.md). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 3
 
 .PHONY: help venv node podman demo test lint typecheck image down clean peers
 

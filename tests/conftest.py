@@ -73,7 +73,7 @@ FILE_SECONDS = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A worker of `make test` computes on one intra-op thread. Four workers share two cores (Makefile), and an
+    """A worker of `make test` computes on one intra-op thread. Three workers share two cores (Makefile), and an
     operator split over two threads waits for both: when another process holds the core one of them needs, the whole
     call stalls. Measured on machine E (AMD EPYC, 2 vCPUs, 2026-12-07), the demo's short training beside one process
     that kept a core busy: 157 s with two threads, 119 s with one (56 s alone with two). Tests that need another
